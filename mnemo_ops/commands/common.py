@@ -1,0 +1,98 @@
+"""What every command shares: global options, settings loading, JSON/text output, one-line errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.render import print_json
+from mnemo_ops.settings import Settings, load_settings
+
+
+@dataclasses.dataclass
+class AppState:
+    """Global options from the command line (``mnemo-ops [--db] [--state-dir] [--config] [--json] [-v|-q]``)."""
+
+    db: str | None = None
+    state_dir: str | None = None
+    config: str | None = None
+    json: bool = False
+    verbosity: int = 0
+    _settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Settings resolved once (ConfigError, exit 2, on a bad config)."""
+        if self._settings is None:
+            self._settings = load_settings(db=self.db, state_dir=self.state_dir, config=self.config)
+        return self._settings
+
+    @property
+    def console(self) -> Console:
+        """Where results go: stdout, quiet in -q mode unless --json."""
+        quiet = self.verbosity < 0 and not self.json
+        return Console(quiet=quiet, highlight=False, soft_wrap=self.json)
+
+    @property
+    def err_console(self) -> Console:
+        """Where warnings and errors go: stderr."""
+        return Console(stderr=True, highlight=False)
+
+    @property
+    def show_progress(self) -> bool:
+        """Progress bars only for a person at a terminal (not with --json or -q)."""
+        return not self.json and self.verbosity >= 0
+
+
+CURRENT = AppState()
+"""The state of the running command (one command per process)."""
+
+
+def state(ctx: typer.Context | None = None) -> AppState:
+    """The AppState for this invocation."""
+    if ctx is not None and isinstance(ctx.obj, AppState):
+        return ctx.obj
+    return CURRENT
+
+
+def configure_logging(verbosity: int) -> None:
+    """Warnings to stderr; -v adds info, -vv debug (with tracebacks of unexpected errors)."""
+    level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    logging.basicConfig(level=level, stream=sys.stderr, format="mnemo-ops: %(levelname)s: %(message)s")
+
+
+def emit(data: dict[str, Any], text: Callable[[Console], None]) -> None:
+    """Print `data` as one JSON object with --json, else call `text` with the stdout console."""
+    if CURRENT.json:
+        print_json(Console(), data)
+    else:
+        text(CURRENT.console)
+
+
+def fail(error: MnemoOpsError) -> None:
+    """Print one line for an expected failure (and a JSON object with --json), then exit with its code."""
+    if CURRENT.json:
+        print_json(Console(), {"error": error.message, "exit_code": error.exit_code})
+    Console(stderr=True, highlight=False).print(f"mnemo-ops: error: {error.message}", markup=False)
+    raise typer.Exit(error.exit_code)
+
+
+def handle_errors(function: Callable) -> Callable:
+    """Decorator for commands: expected failures become one line and their exit code."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except MnemoOpsError as error:
+            fail(error)
+
+    return wrapper

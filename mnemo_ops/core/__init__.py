@@ -1,0 +1,1 @@
+"""Shared building blocks: settings-independent database access, the writer lock, the runner."""

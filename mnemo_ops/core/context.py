@@ -1,0 +1,64 @@
+"""What a job receives: settings, its manifest, the dry-run flag, and helpers that respect it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import apsw
+
+from mnemo_ops.core import database, state
+from mnemo_ops.core.manifests import JobManifest
+from mnemo_ops.core.progress import ProgressReporter
+from mnemo_ops.core.results import JobResult
+from mnemo_ops.settings import Settings
+
+
+@dataclasses.dataclass
+class JobContext:
+    """The job's view of the world. `dry_run` is explicit; check it right before each side effect."""
+
+    settings: Settings
+    manifest: JobManifest
+    dry_run: bool
+    result: JobResult
+    force: bool = False
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    progress: ProgressReporter = dataclasses.field(default_factory=lambda: ProgressReporter(False))
+    checkpoint_hook: Callable[["JobContext"], str | None] | None = None
+    _checkpoint_taken: bool = False
+
+    @property
+    def job(self) -> str:
+        """The job's name."""
+        return self.manifest.name
+
+    def before_write(self) -> None:
+        """Call right before the first write: takes the pre-write checkpoint once, if the manifest asks.
+
+        Does nothing in a dry run (a dry run never writes) or for jobs without ``checkpoint: before-write``.
+        """
+        if self.dry_run or self._checkpoint_taken or self.manifest.checkpoint != "before-write":
+            return
+        self._checkpoint_taken = True
+        if self.checkpoint_hook is not None:
+            self.result.checkpoint = self.checkpoint_hook(self)
+
+    def open_db(self, readonly: bool | None = None) -> apsw.Connection:
+        """Open the memory DB; read-only by default in a dry run (so nothing, not even the WAL, changes)."""
+        return database.open_memory_db(self.settings.db_path, readonly=self.dry_run if readonly is None else readonly)
+
+    def open_state(self):
+        """Open state.db: read-only (possibly None when it does not exist yet) in a dry run."""
+        if self.dry_run:
+            return state.open_state_readonly(self.settings.state_db_path)
+        return state.open_state(self.settings.state_db_path)
+
+    def warn(self, code: str, message: str, severity: str = "warning", fix: str | None = None) -> None:
+        """Record a finding on the result."""
+        self.result.warn(code, message, severity=severity, fix=fix)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        """Count a write (or, in a dry run, a write that would be made)."""
+        self.result.count(name, amount)

@@ -1,0 +1,13 @@
+"""Process exit codes, documented in the README ("Exit codes")."""
+
+OK = 0
+"""The command or job succeeded (warnings allowed)."""
+
+FAILED = 1
+"""The job failed, the eval regressed below its baseline, or the report holds an error."""
+
+USAGE = 2
+"""Usage or configuration error, or a missing / unreadable / non-Mnemosyne database."""
+
+TEMPFAIL = 75
+"""Skipped: another mnemo-ops writer holds the lock (EX_TEMPFAIL, so cron does not alarm)."""

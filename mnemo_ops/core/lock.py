@@ -1,0 +1,115 @@
+"""The single-writer lock: one flock'd file per database in the state dir (portalocker).
+
+We never lock (or even open) the database file itself for this: a process that opens and closes the
+DB file outside SQLite drops SQLite's own POSIX locks on it. The lock file holds the holder's
+metadata (pid, job, since, host) so a skipped run can say who has it. Python opens files
+non-inheritable, so processes a job starts never keep the lock alive after the job dies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import portalocker
+
+from mnemo_ops.core.errors import LockHeldError
+from mnemo_ops.core.results import isoformat, utc_now
+
+
+def lock_path_for(state_dir: Path, db_path: Path) -> Path:
+    """The lock file for `db_path`: ``<state_dir>/locks/writer-<hash of the DB's real path>.lock``."""
+    digest = hashlib.sha256(str(Path(db_path).resolve()).encode()).hexdigest()[:16]
+    return state_dir / "locks" / f"writer-{digest}.lock"
+
+
+def read_holder(lock_path: Path) -> dict[str, Any]:
+    """The metadata the current (or last) holder wrote into the lock file; {} when unreadable."""
+    try:
+        return json.loads(lock_path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def describe_holder(holder: dict[str, Any]) -> str:
+    """A short human description such as ``job backup (pid 123) since 2026-11-30T02:00:00+00:00``."""
+    if not holder:
+        return "another process"
+    return f"job {holder.get('job', '?')} (pid {holder.get('pid', '?')}) since {holder.get('since', '?')}"
+
+
+class WriterLock:
+    """A non-blocking (or bounded-wait) exclusive lock; use as a context manager."""
+
+    def __init__(self, lock_path: Path, job: str, wait_s: float = 0.0):
+        self.lock_path = lock_path
+        self.job = job
+        self.wait_s = max(0.0, wait_s)
+        self._handle = None
+
+    def acquire(self) -> None:
+        """Take the lock or raise LockHeldError naming the holder (after waiting `wait_s` at most)."""
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # "a+" so opening never truncates the metadata of a process that holds the lock.
+        handle = open(self.lock_path, "a+", encoding="utf-8")
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+                break
+            except portalocker.LockException:
+                if time.monotonic() >= deadline:
+                    handle.close()
+                    holder = read_holder(self.lock_path)
+                    raise LockHeldError(
+                        f"another mnemo-ops writer holds the lock: {describe_holder(holder)}", holder
+                    ) from None
+                time.sleep(min(0.2, max(0.01, deadline - time.monotonic())))
+        os.chmod(self.lock_path, 0o600)
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({
+            "pid": os.getpid(), "job": self.job, "since": isoformat(utc_now()),
+            "host": socket.gethostname(),
+        }))
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        """Release the lock (the metadata stays, describing the last holder)."""
+        if self._handle is not None:
+            try:
+                portalocker.unlock(self._handle)
+            finally:
+                self._handle.close()
+                self._handle = None
+
+    @property
+    def held(self) -> bool:
+        """True while this object holds the lock."""
+        return self._handle is not None
+
+    def __enter__(self) -> "WriterLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+
+def probe_holder(lock_path: Path) -> dict[str, Any] | None:
+    """Return the holder's metadata if some process holds the lock now, else None (read-only)."""
+    if not lock_path.exists():
+        return None
+    with open(lock_path, "r", encoding="utf-8") as handle:
+        try:
+            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+        except portalocker.LockException:
+            return read_holder(lock_path) or {"job": "?"}
+        portalocker.unlock(handle)
+    return None

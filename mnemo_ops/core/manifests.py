@@ -1,0 +1,119 @@
+"""Job manifests (``jobs/*.yaml``): the one source of truth for names, schedules and write scopes.
+
+``crontab.example``, ``cron install``, ``mnemo-ops jobs`` and the overdue checks all read them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+from croniter import croniter
+
+from mnemo_ops.core.errors import ConfigError
+from mnemo_ops.resources import resource_dir
+
+JOB_NAMES = (
+    "backup", "nightly-selfcare", "memory-maintain", "evening-batch", "bridge-drain",
+    "retrieval-eval", "monthly-maintenance", "self-reflection", "memory-block-migrate",
+)
+WRITE_SCOPES = ("database", "memory_blocks", "checkpoints", "queue", "quarantine", "reports", "state")
+CHECKPOINT_MODES = ("none", "before-write")
+_FIELDS = {"name", "schedule", "description", "writes", "checkpoint", "timeout"}
+
+
+@dataclasses.dataclass(frozen=True)
+class JobManifest:
+    """One job's manifest: what it is, when it runs, what it writes, how long it may take."""
+
+    name: str
+    schedule: str
+    description: str
+    writes: tuple[str, ...]
+    checkpoint: str
+    timeout: int
+    path: Path | None = None
+
+    @property
+    def needs_lock(self) -> bool:
+        """A job that writes anything besides our own state takes the writer lock."""
+        return any(scope != "state" for scope in self.writes)
+
+    def with_overrides(self, schedule: str | None = None, timeout: int | None = None) -> "JobManifest":
+        """A copy with the schedule / timeout from the config file applied."""
+        return dataclasses.replace(self, schedule=schedule or self.schedule, timeout=timeout or self.timeout)
+
+    def next_run(self, after: datetime) -> datetime:
+        """The next scheduled time strictly after `after` (timezone of `after`)."""
+        return croniter(self.schedule, after).get_next(datetime)
+
+    def previous_run(self, before: datetime) -> datetime:
+        """The latest scheduled time at or before `before`."""
+        return croniter(self.schedule, before).get_prev(datetime)
+
+
+def manifests_dir() -> Path:
+    """The folder holding ``<job>.yaml`` files."""
+    return resource_dir("jobs")
+
+
+def _parse(path: Path, data: Any) -> JobManifest:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a job manifest must be a mapping")
+    unknown = set(data) - _FIELDS
+    if unknown:
+        raise ConfigError(f"{path}: unknown key '{sorted(unknown)[0]}'")
+    for key in ("name", "schedule", "description", "writes", "checkpoint", "timeout"):
+        if key not in data:
+            raise ConfigError(f"{path}: missing key '{key}'")
+    name, schedule = data["name"], data["schedule"]
+    if name not in JOB_NAMES:
+        raise ConfigError(f"{path}: key 'name' is not a known job: {name!r}")
+    if not isinstance(schedule, str) or not croniter.is_valid(schedule):
+        raise ConfigError(f"{path}: key 'schedule' is not a valid cron expression: {schedule!r}")
+    writes = data["writes"] or []
+    if not isinstance(writes, list) or any(scope not in WRITE_SCOPES for scope in writes):
+        raise ConfigError(f"{path}: key 'writes' must be a list of {', '.join(WRITE_SCOPES)}")
+    if data["checkpoint"] not in CHECKPOINT_MODES:
+        raise ConfigError(f"{path}: key 'checkpoint' must be one of {', '.join(CHECKPOINT_MODES)}")
+    if not isinstance(data["timeout"], int) or isinstance(data["timeout"], bool) or data["timeout"] <= 0:
+        raise ConfigError(f"{path}: key 'timeout' must be a positive number of seconds")
+    return JobManifest(
+        name=name, schedule=schedule, description=str(data["description"]).strip(),
+        writes=tuple(writes), checkpoint=data["checkpoint"], timeout=data["timeout"], path=path,
+    )
+
+
+def load_manifests(directory: Path | None = None) -> dict[str, JobManifest]:
+    """Load every manifest, keyed by job name, in the order of JOB_NAMES."""
+    directory = directory or manifests_dir()
+    found: dict[str, JobManifest] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        manifest = _parse(path, yaml.safe_load(path.read_text(encoding="utf-8")))
+        if manifest.name != path.stem:
+            raise ConfigError(f"{path}: key 'name' must match the file name ({path.stem})")
+        found[manifest.name] = manifest
+    return {name: found[name] for name in JOB_NAMES if name in found}
+
+
+def effective_manifests(settings) -> dict[str, JobManifest]:
+    """Manifests with the per-job schedule and timeout overrides of the config file applied."""
+    result = {}
+    for name, manifest in load_manifests().items():
+        result[name] = manifest.with_overrides(
+            schedule=settings.job_option(name, "schedule"), timeout=settings.job_option(name, "timeout")
+        )
+    return result
+
+
+def get_manifest(settings, name: str) -> JobManifest:
+    """The effective manifest for job `name`; UsageError (exit 2) for an unknown job."""
+    from mnemo_ops.core.errors import UsageError
+
+    manifests = effective_manifests(settings)
+    if name not in manifests:
+        raise UsageError(f"unknown job {name!r}; jobs are: {', '.join(JOB_NAMES)}")
+    return manifests[name]

@@ -1,0 +1,127 @@
+"""The result object every job returns, and its JSON form (DESIGN section 3, "Result")."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timezone
+from typing import Any
+
+from mnemo_ops.core import exit_codes
+
+SEVERITIES = ("info", "warning", "error", "critical")
+STATUSES = ("ok", "failed", "skipped", "dry-run")
+
+
+def utc_now() -> datetime:
+    """Return the current time as an aware UTC datetime (freezegun-friendly)."""
+    return datetime.now(timezone.utc)
+
+
+def isoformat(moment: datetime | None) -> str | None:
+    """Format a datetime as ISO 8601 with seconds precision, or None."""
+    if moment is None:
+        return None
+    return moment.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclasses.dataclass
+class JobWarning:
+    """One finding: a stable code, a severity and a human message (optionally the fixing command)."""
+
+    code: str
+    severity: str
+    message: str
+    fix: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"unknown severity {self.severity!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON form: code, severity, message (and fix when there is one)."""
+        data: dict[str, Any] = {"code": self.code, "severity": self.severity, "message": self.message}
+        if self.fix:
+            data["fix"] = self.fix
+        return data
+
+
+@dataclasses.dataclass
+class JobResult:
+    """What a job did (or, in a dry run, would do): counts of writes, stats, warnings, error."""
+
+    job: str
+    dry_run: bool = False
+    status: str = "ok"
+    started_at: datetime = dataclasses.field(default_factory=utc_now)
+    finished_at: datetime | None = None
+    db: str | None = None
+    checkpoint: str | None = None
+    changes: dict[str, int] = dataclasses.field(default_factory=dict)
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    warnings: list[JobWarning] = dataclasses.field(default_factory=list)
+    error: str | None = None
+    exit_code_override: int | None = None
+
+    def warn(self, code: str, message: str, severity: str = "warning", fix: str | None = None) -> JobWarning:
+        """Record a finding and return it."""
+        warning = JobWarning(code=code, severity=severity, message=message, fix=fix)
+        self.warnings.append(warning)
+        return warning
+
+    def count(self, name: str, amount: int = 1) -> None:
+        """Add `amount` to the change counter `name` (created at zero)."""
+        self.changes[name] = self.changes.get(name, 0) + amount
+
+    def fail(self, message: str) -> None:
+        """Mark the result failed with a one-line error message."""
+        self.status = "failed"
+        self.error = message
+
+    def finish(self) -> "JobResult":
+        """Stamp the finish time and settle the status of a dry run; return self."""
+        self.finished_at = utc_now()
+        if self.dry_run and self.status == "ok":
+            self.status = "dry-run"
+        return self
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds between start and finish (0 while unfinished)."""
+        if self.finished_at is None:
+            return 0.0
+        return round((self.finished_at - self.started_at).total_seconds(), 3)
+
+    @property
+    def worst_severity(self) -> str | None:
+        """The highest severity among the warnings, or None when there are none."""
+        if not self.warnings:
+            return None
+        return max((w.severity for w in self.warnings), key=SEVERITIES.index)
+
+    @property
+    def exit_code(self) -> int:
+        """The process exit code this result maps to (README, "Exit codes")."""
+        if self.exit_code_override is not None:
+            return self.exit_code_override
+        if self.status == "failed":
+            return exit_codes.FAILED
+        if self.status == "skipped":
+            return exit_codes.TEMPFAIL
+        return exit_codes.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the JSON contract of DESIGN section 3."""
+        return {
+            "job": self.job,
+            "status": self.status,
+            "dry_run": self.dry_run,
+            "started_at": isoformat(self.started_at),
+            "finished_at": isoformat(self.finished_at),
+            "duration_s": self.duration_s,
+            "db": self.db,
+            "checkpoint": self.checkpoint,
+            "changes": dict(self.changes),
+            "stats": self.stats,
+            "warnings": [warning.to_dict() for warning in self.warnings],
+            "error": self.error,
+        }

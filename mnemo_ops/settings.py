@@ -1,0 +1,286 @@
+"""Paths and options, resolved as flags > environment > YAML config file > Mnemosyne's own defaults.
+
+The database is found the way Mnemosyne finds it: ``$MNEMOSYNE_DATA_DIR/mnemosyne.db``, else
+``$HERMES_HOME/mnemosyne/data/mnemosyne.db`` with ``HERMES_HOME`` defaulting to ``~/.hermes``.
+Our state dir defaults to a ``mnemo-ops`` folder beside Mnemosyne's ``data`` folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from croniter import croniter
+
+from mnemo_ops.core.errors import ConfigError
+
+ENV_DB = "MNEMO_OPS_DB"
+ENV_STATE_DIR = "MNEMO_OPS_STATE_DIR"
+ENV_CONFIG = "MNEMO_OPS_CONFIG"
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One config key: its Python type(s), default, and an optional check (e.g. a cron expression)."""
+
+    kind: type | tuple[type, ...]
+    default: Any = None
+    check: str | None = None  # "cron", "fraction" (0..1), "positive"
+
+
+def _job_section() -> dict[str, Option]:
+    return {
+        "schedule": Option(str, None, "cron"),
+        "enabled": Option(bool, True),
+        "timeout": Option(int, None, "positive"),
+        "ping_url": Option(str, None),
+    }
+
+
+# The whole configuration schema. Sections for individual jobs hold that job's options; a key not
+# listed here is a configuration error (exit 2), so a typo never silently falls back to a default.
+SCHEMA: dict[str, Any] = {
+    "db": Option(str),
+    "state_dir": Option(str),
+    "hermes_home": Option(str),
+    "memory_blocks_dir": Option(str),
+    "owner": Option(str),
+    "jobs": {
+        name: _job_section()
+        for name in (
+            "backup", "nightly-selfcare", "memory-maintain", "evening-batch", "bridge-drain",
+            "retrieval-eval", "monthly-maintenance", "self-reflection", "memory-block-migrate",
+        )
+    },
+    "monitoring": {
+        "prometheus_textfile_dir": Option(str),
+        "syslog": Option(bool, False),
+    },
+    "backup": {
+        "keep": Option(int, 7, "positive"),
+        "pre_write_keep": Option(int, 7, "positive"),
+        "reuse_minutes": Option(int, 10),
+    },
+}
+
+
+def _default_hermes_home(environ: dict[str, str]) -> Path:
+    """HERMES_HOME, else ~/.hermes (HOME from the environment, as Mnemosyne does)."""
+    if environ.get("HERMES_HOME"):
+        return Path(environ["HERMES_HOME"]).expanduser()
+    home = environ.get("HOME")
+    return (Path(home) if home else Path.home()) / ".hermes"
+
+
+def mnemosyne_default_db(environ: dict[str, str]) -> Path:
+    """Return the DB path Mnemosyne itself would use with this environment."""
+    if environ.get("MNEMOSYNE_DATA_DIR"):
+        return Path(environ["MNEMOSYNE_DATA_DIR"]).expanduser() / "mnemosyne.db"
+    return _default_hermes_home(environ) / "mnemosyne" / "data" / "mnemosyne.db"
+
+
+def default_state_dir(db_path: Path) -> Path:
+    """The ``mnemo-ops`` folder beside the folder that holds the DB (Mnemosyne's ``data`` folder)."""
+    data_dir = db_path.parent
+    parent = data_dir.parent
+    if parent == data_dir:  # the DB sits at the filesystem root: stay inside its folder
+        return data_dir / "mnemo-ops"
+    return parent / "mnemo-ops"
+
+
+def default_config_file(environ: dict[str, str]) -> Path:
+    """``$XDG_CONFIG_HOME/mnemo-ops/config.yaml`` (``~/.config`` by default); used only if it exists."""
+    base = environ.get("XDG_CONFIG_HOME")
+    if base:
+        return Path(base) / "mnemo-ops" / "config.yaml"
+    home = environ.get("HOME")
+    return (Path(home) if home else Path.home()) / ".config" / "mnemo-ops" / "config.yaml"
+
+
+def _defaults(schema: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, spec in schema.items():
+        result[key] = _defaults(spec) if isinstance(spec, dict) else copy.deepcopy(spec.default)
+    return result
+
+
+def _type_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list"}
+    return " or ".join(names.get(k, k.__name__) for k in kinds)
+
+
+def _check_value(file: Path, dotted: str, spec: Option, value: Any) -> Any:
+    if value is None:
+        return None
+    kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
+    # bool is a subclass of int in Python; "keep: yes" must not pass as an integer.
+    acceptable = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+    if not acceptable and float in kinds and isinstance(value, int) and not isinstance(value, bool):
+        value, acceptable = float(value), True
+    if not acceptable:
+        raise ConfigError(f"{file}: key '{dotted}' must be {_type_name(spec.kind)}, got {value!r}")
+    if spec.check == "cron" and not croniter.is_valid(value):
+        raise ConfigError(f"{file}: key '{dotted}' is not a valid cron expression: {value!r}")
+    if spec.check == "positive" and value <= 0:
+        raise ConfigError(f"{file}: key '{dotted}' must be greater than 0, got {value!r}")
+    if spec.check == "fraction" and not 0 <= value <= 1:
+        raise ConfigError(f"{file}: key '{dotted}' must be between 0 and 1, got {value!r}")
+    return value
+
+
+def _merge(file: Path, schema: dict[str, Any], target: dict[str, Any], data: Any, prefix: str) -> None:
+    if not isinstance(data, dict):
+        where = f"key '{prefix}'" if prefix else "the top level"
+        raise ConfigError(f"{file}: {where} must be a mapping, got {type(data).__name__}")
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if key not in schema:
+            raise ConfigError(f"{file}: unknown key '{dotted}'")
+        spec = schema[key]
+        if isinstance(spec, dict):
+            if value is None:
+                continue
+            _merge(file, spec, target[key], value, dotted)
+        else:
+            target[key] = _check_value(file, dotted, spec, value)
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Read and validate a YAML config file; return the full options tree with defaults filled in."""
+    options = _defaults(SCHEMA)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read config file: {error}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{where}") from None
+    if data is not None:
+        _merge(path, SCHEMA, options, data, "")
+    return options
+
+
+@dataclasses.dataclass
+class Settings:
+    """Everything a command needs to know about where things are and how jobs are configured."""
+
+    db_path: Path
+    state_dir: Path
+    config_file: Path | None
+    hermes_home: Path
+    memory_blocks_dir: Path
+    owner: str
+    options: dict[str, Any]
+    sources: dict[str, str]
+
+    def option(self, dotted: str, default: Any = None) -> Any:
+        """Return a config value by dotted name (``"backup.keep"``), or `default` when unset."""
+        node: Any = self.options
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        return default if node is None else node
+
+    def job_option(self, job: str, key: str, default: Any = None) -> Any:
+        """Return a per-job option from the ``jobs.<job>`` section."""
+        return self.option(f"jobs.{job}.{key}", default)
+
+    @property
+    def state_db_path(self) -> Path:
+        """Our own SQLite file: the run ledger and every job's state."""
+        return self.state_dir / "state.db"
+
+    @property
+    def backups_dir(self) -> Path:
+        """Where checkpoints are written."""
+        return self.state_dir / "backups"
+
+    @property
+    def queue_dir(self) -> Path:
+        """The bridge spool (Maildir layout)."""
+        return self.state_dir / "queue"
+
+    @property
+    def reports_dir(self) -> Path:
+        """Where reports and maps are rendered."""
+        return self.state_dir / "reports"
+
+    @property
+    def quarantine_dir(self) -> Path:
+        """Where staged files go instead of being deleted."""
+        return self.state_dir / "quarantine"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly summary of the resolved paths and where each came from."""
+        return {
+            "db": str(self.db_path),
+            "state_dir": str(self.state_dir),
+            "config_file": str(self.config_file) if self.config_file else None,
+            "hermes_home": str(self.hermes_home),
+            "memory_blocks_dir": str(self.memory_blocks_dir),
+            "owner": self.owner,
+            "sources": dict(self.sources),
+        }
+
+
+def load_settings(
+    db: str | Path | None = None,
+    state_dir: str | Path | None = None,
+    config: str | Path | None = None,
+    environ: dict[str, str] | None = None,
+) -> Settings:
+    """Resolve settings: flags (the arguments) > environment > config file > Mnemosyne's defaults."""
+    env = dict(os.environ if environ is None else environ)
+    sources: dict[str, str] = {}
+
+    config_file: Path | None
+    if config:
+        config_file, sources["config_file"] = Path(config).expanduser(), "flag"
+    elif env.get(ENV_CONFIG):
+        config_file, sources["config_file"] = Path(env[ENV_CONFIG]).expanduser(), "env"
+    else:
+        candidate = default_config_file(env)
+        config_file = candidate if candidate.is_file() else None
+        sources["config_file"] = "default" if config_file else "none"
+    options = load_config_file(config_file) if config_file else _defaults(SCHEMA)
+
+    def pick(name: str, flag: Any, env_name: str | None, fallback) -> Path:
+        if flag:
+            sources[name] = "flag"
+            return Path(flag).expanduser()
+        if env_name and env.get(env_name):
+            sources[name] = "env"
+            return Path(env[env_name]).expanduser()
+        if options.get(name):
+            sources[name] = "config"
+            return Path(options[name]).expanduser()
+        sources[name] = "default"
+        return fallback()
+
+    hermes_home = pick("hermes_home", None, None, lambda: _default_hermes_home(env))
+    db_path = pick("db", db, ENV_DB, lambda: mnemosyne_default_db(env))
+    resolved_state = pick("state_dir", state_dir, ENV_STATE_DIR, lambda: default_state_dir(db_path.absolute()))
+    blocks = pick("memory_blocks_dir", None, None, lambda: hermes_home / "memories")
+    owner = options.get("owner") or env.get("MNEMOSYNE_DEFAULT_OWNER") or "default"
+    sources["owner"] = "config" if options.get("owner") else ("env" if env.get("MNEMOSYNE_DEFAULT_OWNER") else "default")
+    return Settings(
+        db_path=db_path.absolute(),
+        state_dir=resolved_state.absolute(),
+        config_file=config_file.absolute() if config_file else None,
+        hermes_home=hermes_home.absolute(),
+        memory_blocks_dir=blocks.absolute(),
+        owner=owner,
+        options=options,
+        sources=sources,
+    )

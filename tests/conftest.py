@@ -1,0 +1,77 @@
+"""Shared fixtures: an isolated environment, the sample home (built once by the real Mnemosyne API,
+copied per test), settings for it, and the CLI run as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mnemo_ops.sample_database import SampleLayout, build_sample
+from mnemo_ops.settings import Settings, load_settings
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_environment(tmp_path_factory):
+    """Point HOME, HERMES_HOME and MNEMOSYNE_DATA_DIR at a temp dir for the whole session.
+
+    Importing Mnemosyne initialises a DB at its default path, so nothing a test does may reach the
+    real home directory.
+    """
+    root = tmp_path_factory.mktemp("isolated-home")
+    saved = dict(os.environ)
+    os.environ.update({
+        "HOME": str(root / "home"),
+        "HERMES_HOME": str(root / "hermes"),
+        "MNEMOSYNE_DATA_DIR": str(root / "default-data"),
+    })
+    for name in ("MNEMO_OPS_DB", "MNEMO_OPS_STATE_DIR", "MNEMO_OPS_CONFIG", "XDG_CONFIG_HOME",
+                 "MNEMOSYNE_ENHANCED_RECALL", "MNEMOSYNE_DEFAULT_OWNER"):
+        os.environ.pop(name, None)
+    (root / "home").mkdir()
+    yield root
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture(scope="session")
+def sample_template(tmp_path_factory) -> SampleLayout:
+    """The sample home, built once per session through the real mnemosyne-memory API."""
+    return build_sample(tmp_path_factory.mktemp("sample-template"))
+
+
+@pytest.fixture
+def sample(sample_template, tmp_path) -> SampleLayout:
+    """A private copy of the sample home for one test."""
+    target = tmp_path / "sample"
+    shutil.copytree(sample_template.directory, target, symlinks=True)
+    return SampleLayout(target)
+
+
+@pytest.fixture
+def sample_settings(sample) -> Settings:
+    """Settings resolved for the test's sample home, as the CLI would resolve them."""
+    return load_settings(db=sample.db_path, state_dir=sample.state_dir, environ=sample.environ())
+
+
+def run_cli(layout: SampleLayout | None, *args: str, env: dict[str, str] | None = None,
+            input_text: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run ``python -m mnemo_ops ARGS`` in a real subprocess with the sample's environment."""
+    environ = layout.environ() if layout is not None else dict(os.environ)
+    environ.update(env or {})
+    return subprocess.run([sys.executable, "-m", "mnemo_ops", *args], env=environ, capture_output=True,
+                          text=True, input=input_text, timeout=timeout)
+
+
+@pytest.fixture
+def cli(sample):
+    """Call the CLI against the test's sample home: ``cli("--json", "status")``."""
+
+    def call(*args: str, **kwargs) -> subprocess.CompletedProcess:
+        return run_cli(sample, *args, **kwargs)
+
+    return call
