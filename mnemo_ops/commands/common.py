@@ -81,7 +81,7 @@ def fail(error: MnemoOpsError) -> None:
     """Print one line for an expected failure (and a JSON object with --json), then exit with its code."""
     if CURRENT.json:
         print_json(Console(), {"error": error.message, "exit_code": error.exit_code})
-    Console(stderr=True, highlight=False).print(f"mnemo-ops: error: {error.message}", markup=False)
+    sys.stderr.write(f"mnemo-ops: error: {error.message}\n")
     raise typer.Exit(error.exit_code)
 
 
