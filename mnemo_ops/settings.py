@@ -65,6 +65,26 @@ SCHEMA: dict[str, Any] = {
         "pre_write_keep": Option(int, 7, "positive"),
         "reuse_minutes": Option(int, 10),
     },
+    "nightly_selfcare": {
+        "memory_char_limit": Option(int, 2200, "positive"),
+        "user_char_limit": Option(int, 1375, "positive"),
+        "memory_block_warn_fraction": Option(float, 0.8, "fraction"),
+        "memory_block_stale_days": Option(int, 30, "positive"),
+        "auth_expiry_warn_days": Option(int, 7, "positive"),
+        "backup_warn_hours": Option(int, 26, "positive"),
+        "backup_error_hours": Option(int, 72, "positive"),
+        "overdue_grace_minutes": Option(int, 60),
+        "wal_warn_mb": Option(int, 256, "positive"),
+        "free_disk_warn_mb": Option(int, 2048),
+        "free_disk_error_mb": Option(int, 512),
+        "staging": {
+            "enabled": Option(bool, True),
+            "queue_processed_days": Option(int, 30),
+            "reports_days": Option(int, 90),
+            "hermes_logs_days": Option(int, 30),
+            "extra_rules": Option(list, None),
+        },
+    },
 }
 
 

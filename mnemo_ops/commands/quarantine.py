@@ -1,0 +1,59 @@
+"""``mnemo-ops quarantine list|restore``: files staged instead of deleted, and putting them back."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.core import quarantine
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``quarantine`` command group."""
+    group = typer.Typer(
+        help="Files staged instead of deleted (by nightly-selfcare): list, restore.\n\n"
+             "Example: mnemo-ops quarantine list",
+        no_args_is_help=True, rich_markup_mode=None,
+    )
+    app.add_typer(group, name="quarantine")
+
+    @group.command("list", help="List quarantine entries: ID, state, original path, size, when staged.\n\n"
+                                "Example: mnemo-ops quarantine list --all")
+    @handle_errors
+    def list_command(
+        show_all: bool = typer.Option(False, "--all", help="Include entries already restored."),
+    ) -> None:
+        entries = [entry for entry in quarantine.list_entries(CURRENT.settings)
+                   if show_all or entry["status"] != "restored"]
+
+        def text(console) -> None:
+            if not entries:
+                console.print(f"quarantine is empty ({CURRENT.settings.quarantine_dir})")
+                return
+            table = Table(title=f"quarantine ({CURRENT.settings.quarantine_dir})")
+            for column in ("ID", "state", "rule", "original path", "bytes", "staged"):
+                table.add_column(column)
+            for entry in entries:
+                table.add_row(entry["id"], entry["status"], entry.get("rule", "-"), entry["original_path"],
+                              f"{entry.get('size', 0):,}", entry.get("staged_at", "-"))
+            console.print(table)
+            console.print("Put one back with: mnemo-ops quarantine restore ID")
+
+        emit({"quarantine_dir": str(CURRENT.settings.quarantine_dir), "entries": entries}, text)
+
+    @group.command("restore", help="Move a quarantined file back to its original path, with its mode and "
+                                   "mtime. Refuses when that path exists again.\n\n"
+                                   "Example: mnemo-ops quarantine restore 20261130-1a2b3c4d")
+    @handle_errors
+    def restore_command(
+        entry_id: str = typer.Argument(..., help="The ID shown by 'quarantine list'.", metavar="ID"),
+        dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Check and say what would happen; move nothing."),
+    ) -> None:
+        entry = quarantine.restore(CURRENT.settings, entry_id, dry_run=dry_run)
+        verb = "would restore" if dry_run else "restored"
+
+        def text(console) -> None:
+            console.print(f"{verb} {entry['id']} -> {entry['original_path']}", markup=False, highlight=False)
+
+        emit({"restored": not dry_run, "dry_run": dry_run, "entry": entry}, text)

@@ -1,0 +1,99 @@
+"""nightly-selfcare: run the audits, record the day's row counts, stage expired files, write the report.
+
+Every audit only reads; the job's writes are the row counts in state.db, files moved into quarantine
+(never deleted) and ``reports/YYYY-MM-DD.md``. A dry run reports the same findings and counts and
+changes nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from mnemo_ops import report
+from mnemo_ops.audits import AUDIT_MODULES, run_audit
+from mnemo_ops.core import database, quarantine, row_count_history
+from mnemo_ops.core.context import JobContext
+from mnemo_ops.core.errors import DatabaseError
+from mnemo_ops.core.results import JobResult, isoformat, utc_now
+
+
+def _audit(ctx: JobContext, now: datetime) -> None:
+    for name in AUDIT_MODULES:
+        outcome = run_audit(name, ctx.settings, now)
+        ctx.result.warnings.extend(outcome.warnings)
+        ctx.result.stats[name] = outcome.stats
+
+
+def _record_row_counts(ctx: JobContext, now: datetime) -> None:
+    """Today's row count per memory table, for the report's growth against a week ago."""
+    try:
+        connection = ctx.open_db(readonly=True)
+    except DatabaseError as error:
+        ctx.warn("row-counts-unavailable", f"row counts not recorded: {error.message}", "warning")
+        return
+    try:
+        counts = database.row_counts(connection)
+    finally:
+        connection.close()
+    day = now.date()
+    ledger = ctx.open_state()
+    try:
+        changed = row_count_history.changed_counts(ledger, day, counts)
+        ctx.result.stats["row_counts"] = {table: count for table, count in counts.items() if count is not None}
+        ctx.count("row_counts_recorded", len(changed))
+        if ctx.dry_run or not changed:
+            return
+        row_count_history.record(ledger, day, changed, isoformat(now))
+    finally:
+        if ledger is not None:
+            ledger.close()
+
+
+def _stage_expired(ctx: JobContext, now: datetime) -> None:
+    """Move files that the staging rules call expired into quarantine/<date>/."""
+    if not ctx.settings.option("nightly_selfcare.staging.enabled", True):
+        return
+    rules = quarantine.staging_rules(ctx.settings)
+    candidates, notes = quarantine.find_candidates(ctx.settings, rules, now)
+    for note in notes:
+        ctx.warn("staging-refused", note, "info")
+    by_rule: dict[str, int] = {}
+    for candidate in candidates:
+        by_rule[candidate.rule] = by_rule.get(candidate.rule, 0) + 1
+    ctx.result.stats["staging"] = {"by_rule": by_rule, "bytes": sum(candidate.size for candidate in candidates)}
+    ctx.count("files_staged", len(candidates))
+    if ctx.dry_run or not candidates:
+        ctx.result.stats["staging"]["files"] = [str(candidate.path) for candidate in candidates[:50]]
+        return
+    staged, problems = quarantine.stage(ctx.settings, candidates, now)
+    ctx.result.stats["staging"]["ids"] = [entry["id"] for entry in staged[:50]]
+    for problem in problems:
+        ctx.warn("staging-failed", f"not staged: {problem}", "warning", fix="mnemo-ops quarantine list")
+    if problems:
+        ctx.result.changes["files_staged"] -= len(problems)
+
+
+def _write_report(ctx: JobContext) -> None:
+    """The morning report, including this run's own findings (the ledger row comes after the job)."""
+    built = report.build_report(ctx.settings, current=ctx.result)
+    ctx.result.stats["report"] = {"worst_severity": built.worst_severity, "warnings": len(built.warnings)}
+    ctx.count("reports_written", 1)
+    if ctx.dry_run:
+        return
+    path = report.write_report_file(ctx.settings, built)
+    ctx.result.stats["report"]["path"] = str(path)
+
+
+def run(ctx: JobContext) -> JobResult:
+    """Audit, record row counts, stage expired files, write the report."""
+    now = utc_now()
+    with ctx.progress.bar("nightly-selfcare", total=4) as bar:
+        _audit(ctx, now)
+        bar.advance()
+        _record_row_counts(ctx, now)
+        bar.advance()
+        _stage_expired(ctx, now)
+        bar.advance()
+        _write_report(ctx)
+        bar.advance()
+    return ctx.result
