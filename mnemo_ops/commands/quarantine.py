@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.core import quarantine
@@ -31,13 +30,12 @@ def register(app: typer.Typer) -> None:
             if not entries:
                 console.print(f"quarantine is empty ({CURRENT.settings.quarantine_dir})")
                 return
-            table = Table(title=f"quarantine ({CURRENT.settings.quarantine_dir})")
-            for column in ("ID", "state", "rule", "original path", "bytes", "staged"):
-                table.add_column(column)
+            # Plain lines, not a table: the ID must never be wrapped, it is what the user copies.
+            console.print(f"quarantine {CURRENT.settings.quarantine_dir}", markup=False, highlight=False)
             for entry in entries:
-                table.add_row(entry["id"], entry["status"], entry.get("rule", "-"), entry["original_path"],
-                              f"{entry.get('size', 0):,}", entry.get("staged_at", "-"))
-            console.print(table)
+                console.print(f"  {entry['id']}  {entry['status']:<10} {entry.get('rule', '-'):<16} "
+                              f"{entry.get('size', 0):>10,} B  staged {entry.get('staged_at', '-')}  "
+                              f"{entry['original_path']}", markup=False, highlight=False, soft_wrap=True)
             console.print("Put one back with: mnemo-ops quarantine restore ID")
 
         emit({"quarantine_dir": str(CURRENT.settings.quarantine_dir), "entries": entries}, text)
