@@ -261,10 +261,10 @@ def render_text(report: Report) -> str:
     for run in report.runs:
         error = f"  ({run['error']})" if run["error"] and run["status"] != "ok" else ""
         lines.append(f"  {run['status']:<8} {run['job']:<22} {run['started_at']}{error}")
-    lines.append("Overdue jobs: " + ("none" if not report.overdue else ""))
+    lines.append("Overdue jobs:" + (" none" if not report.overdue else ""))
     for row in report.overdue:
         lines.append(f"  {row['job']}: missed {row['missed_slot']} (last success {row['last_success'] or 'never'})")
-    lines.append("Warnings: " + ("none" if not report.warnings else ""))
+    lines.append("Warnings:" + (" none" if not report.warnings else ""))
     for warning in report.warnings:
         lines.append(f"  {warning['severity'].upper():<8} {warning['code']}: {warning['message']}")
         if warning.get("fix"):
