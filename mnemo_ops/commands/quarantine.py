@@ -21,10 +21,11 @@ def register(app: typer.Typer) -> None:
                                 "Example: mnemo-ops quarantine list --all")
     @handle_errors
     def list_command(
-        show_all: bool = typer.Option(False, "--all", help="Include entries already restored."),
+        show_all: bool = typer.Option(False, "--all", help="Include entries already restored, and entries of "
+                                      "an interrupted run whose file never moved."),
     ) -> None:
         entries = [entry for entry in quarantine.list_entries(CURRENT.settings)
-                   if show_all or entry["status"] != "restored"]
+                   if show_all or entry["status"] == "staged"]
 
         def text(console) -> None:
             if not entries:
