@@ -102,6 +102,9 @@ def backup_status(settings: Settings, now: datetime) -> dict[str, Any]:
         "verified": len(verified),
         "unverified": [item.to_dict() for item in checkpoints if item.problem],
         "failed": [item.to_dict() for item in failed],
+        # Failed attempts since the newest verified checkpoint: older ones were already superseded.
+        "failed_since_newest": [item.to_dict() for item in failed
+                                if newest is None or (item.created_at and item.created_at > newest.created_at)],
         "newest_verified": newest.to_dict() if newest else None,
         "newest_age_hours": round((now - newest.created_at).total_seconds() / 3600, 1) if newest else None,
     }
@@ -127,7 +130,7 @@ def audit(settings: Settings, now: datetime) -> AuditOutcome:
     for item in status["unverified"]:
         outcome.warn("backup-unverified", "warning", f"checkpoint {item['name']}: {item['problem']}",
                      fix=f"mnemo-ops backup verify {item['name']}")
-    for item in status["failed"]:
+    for item in status["failed_since_newest"]:
         outcome.warn("backup-failed", "warning",
                      f"checkpoint {item['name']} failed verification and was set aside in backups/failed/",
                      fix=BACKUP_FIX)

@@ -168,6 +168,9 @@ def test_backup_freshness_from_manifests(sample, tmp_path):
         outcome = backups.audit(settings, utc_now())
         assert codes(outcome) == {"backup-unverified": "warning", "backup-failed": "warning"}
         assert outcome.stats["newest_age_hours"] == 2.0 and outcome.stats["checkpoints"] == 3
+        write_checkpoint(settings, NOW - timedelta(minutes=30))  # a later success supersedes the failure
+        outcome = backups.audit(settings, utc_now())
+        assert codes(outcome) == {"backup-unverified": "warning"} and outcome.stats["failed"] == 1
     with freeze_time(NOW + timedelta(days=3)):
         assert codes(backups.audit(settings, utc_now()))["backup-stale"] == "error"
 
