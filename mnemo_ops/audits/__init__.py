@@ -45,9 +45,12 @@ def code_prefixes(name: str) -> tuple[str, ...]:
 
 def run_audit(name: str, settings: Settings, now: datetime) -> AuditOutcome:
     """Run one audit; an unexpected crash becomes an error finding instead of hiding the others."""
+    module = load_audit(name)
     try:
-        return load_audit(name).audit(settings, now)
+        return module.audit(settings, now)
     except Exception as error:  # one broken audit must not stop the rest of the night's checks
+        # An exception's text may quote what was being parsed: never show it for files holding secrets.
+        detail = "" if getattr(module, "HANDLES_SECRETS", False) else f": {error}"
         outcome = AuditOutcome(name)
-        outcome.warn("audit-crashed", "error", f"the {name} audit failed: {type(error).__name__}: {error}")
+        outcome.warn("audit-crashed", "error", f"the {name} audit failed: {type(error).__name__}{detail}")
         return outcome

@@ -21,6 +21,8 @@ from mnemo_ops.audits import AuditOutcome
 from mnemo_ops.settings import Settings
 
 CODE_PREFIXES = ("auth-",)
+HANDLES_SECRETS = True
+"""Tells `run_audit` never to quote an unexpected exception of this audit (it could hold a value)."""
 REAUTHENTICATE_FIX = "hermes model"
 _EXPIRY_KEY = re.compile(r"(^|[_.-])(expires_at|expires_on|expires|expiry|expiration|exp)$", re.IGNORECASE)
 _ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")

@@ -235,3 +235,17 @@ def test_database_health_reports_a_damaged_database(sample, tmp_path):
 ])
 def test_expiry_values(value, expected):
     assert auth_files.parse_moment(value) == expected
+
+
+def test_a_crashing_auth_audit_never_quotes_its_exception(sample, monkeypatch):
+    from mnemo_ops.audits import run_audit
+
+    def explode(text):
+        raise ValueError(f"cannot parse {SECRET_TOKEN}")
+
+    monkeypatch.setattr(auth_files, "parse_env", explode)  # a parser bug, not a mock of a real part
+    (sample.hermes_home / ".env").write_text(f"KEY={SECRET_TOKEN}\n", encoding="utf-8")
+    os.chmod(sample.hermes_home / ".env", 0o600)
+    outcome = run_audit("auth_files", settings_for(sample), utc_now())
+    assert [w.code for w in outcome.warnings] == ["audit-crashed"]
+    assert "ValueError" in outcome.warnings[0].message and SECRET_TOKEN not in outcome.warnings[0].message
