@@ -119,7 +119,7 @@ def _read_text(outcome: AuditOutcome, path: Path) -> str | None:
         with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NOFOLLOW)) as handle:
             return handle.read().decode("utf-8")
     except UnicodeDecodeError:
-        outcome.warn("auth-file-unparseable", "error", f"{path} is not UTF-8 text", fix=f"edit {path}")
+        outcome.warn("auth-file-unparseable", "error", f"{path} is not UTF-8 text", fix=f"$EDITOR {path}")
     except OSError as error:
         outcome.warn("auth-file-unreadable", "error", f"cannot read {path}: {error.strerror}", fix=f"ls -l {path}")
     return None
@@ -168,7 +168,7 @@ def audit(settings: Settings, now: datetime) -> AuditOutcome:
         if bad_lines:
             shown = ", ".join(str(number) for number in bad_lines[:10])
             outcome.warn("auth-file-unparseable", "warning",
-                         f"{dotenv}: {len(bad_lines)} line(s) are not KEY=VALUE (line {shown})", fix=f"edit {dotenv}")
+                         f"{dotenv}: {len(bad_lines)} line(s) are not KEY=VALUE (line {shown})", fix=f"$EDITOR {dotenv}")
         for key, value in sorted(values.items()):
             if _EXPIRY_KEY.search(key) or "EXPIR" in key.upper():
                 _check_expiry(outcome, f".env {key}", value, False, now, warn_days)

@@ -62,7 +62,7 @@ def _audit_block(outcome: AuditOutcome, path: Path, limit: int, warn_fraction: f
                      f"{path.name} holds {characters:,} of {limit:,} characters ({fraction:.0%})", fix=MIGRATE_FIX)
     if empty:
         outcome.warn("memory-block-empty-entry", "info", f"{path.name} has {empty} empty entr{'y' if empty == 1 else 'ies'}",
-                     fix=f"edit {path}")
+                     fix=f"$EDITOR {path}")
     if age_days > stale_days:
         outcome.warn("memory-block-stale", "info",
                      f"{path.name} has not changed for {age_days:.0f} days (the agent may not be saving memories)")

@@ -72,7 +72,7 @@ def audit(settings: Settings, now: datetime) -> AuditOutcome:
         data, problem = read_frontmatter(text)
         if problem:
             code = "skill-frontmatter-missing" if problem.startswith("no frontmatter") else "skill-frontmatter-invalid"
-            outcome.warn(code, "warning", f"{path}: {problem}", fix=f"edit {path}")
+            outcome.warn(code, "warning", f"{path}: {problem}", fix=f"$EDITOR {path}")
             continue
         valid += 1
         by_name[data["name"].strip()].append(path)
@@ -80,6 +80,6 @@ def audit(settings: Settings, now: datetime) -> AuditOutcome:
         if len(paths) > 1:
             where = ", ".join(str(path.parent.relative_to(skills_dir)) for path in paths)
             outcome.warn("skill-duplicate-name", "warning", f"skill name {name!r} is used by {len(paths)} skills: {where}",
-                         fix=f"rename one of them in {paths[1]}")
+                         fix=f"$EDITOR {paths[1]}")
     outcome.stats.update({"count": len(files), "valid": valid, "names": len(by_name)})
     return outcome
