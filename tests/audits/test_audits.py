@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from freezegun import freeze_time
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from mnemo_ops.audits import auth_files, backups, database_health, jobs, memory_blocks, skills
 from mnemo_ops.core.results import utc_now
@@ -249,3 +250,25 @@ def test_a_crashing_auth_audit_never_quotes_its_exception(sample, monkeypatch):
     outcome = run_audit("auth_files", settings_for(sample), utc_now())
     assert [w.code for w in outcome.warnings] == ["audit-crashed"]
     assert "ValueError" in outcome.warnings[0].message and SECRET_TOKEN not in outcome.warnings[0].message
+
+
+_values = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_", min_size=12, max_size=40)
+_keys = st.from_regex(r"[A-Z][A-Z0-9_]{2,20}", fullmatch=True)
+
+
+@hypothesis_settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pairs=st.lists(st.tuples(_keys, _values), min_size=1, max_size=8),
+       junk=st.lists(_values, max_size=3), nested=st.dictionaries(_keys, _values, max_size=5))
+def test_no_value_from_auth_files_ever_reaches_a_finding(sample, pairs, junk, nested):
+    """Whatever the files hold, findings and stats carry no value from them."""
+    home = sample.hermes_home
+    lines = [f"{key}={value}" for key, value in pairs] + [f"{text} {text}" for text in junk]
+    (home / ".env").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.chmod(home / ".env", 0o644)
+    document = {"providers": {"p": {**nested, "expires_at": "2000-01-01T00:00:00Z"}}}
+    (home / "auth.json").write_text(json.dumps(document), encoding="utf-8")
+    outcome = auth_files.audit(settings_for(sample), utc_now())
+    shown = json.dumps([w.to_dict() for w in outcome.warnings]) + json.dumps(outcome.stats)
+    for value in [value for _, value in pairs] + junk + list(nested.values()):
+        assert value not in shown
+    assert "auth-file-permissions" in shown and ("auth-expired" in shown or "auth-token-refresh-due" in shown)
