@@ -18,7 +18,7 @@ from typing import Any
 from mnemo_ops.audits import code_prefixes, run_audit
 from mnemo_ops.audits.backups import backup_status
 from mnemo_ops.commands.jobs import job_table
-from mnemo_ops.core import database, row_count_history, state
+from mnemo_ops.core import database, quarantine, row_count_history, state
 from mnemo_ops.core.errors import DatabaseError, UsageError
 from mnemo_ops.core.private_files import ensure_private_dir, write_atomic
 from mnemo_ops.core.results import SEVERITIES, JobResult, isoformat, utc_now
@@ -44,6 +44,7 @@ class Report:
     backups: dict[str, Any]
     eval_trend: list[dict[str, Any]]
     growth: dict[str, Any]
+    quarantine: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def run_counts(self) -> dict[str, int]:
@@ -84,7 +85,7 @@ class Report:
             "exit_code": self.exit_code, "warnings_by_severity": by_severity,
             "runs": {"counts": self.run_counts, "items": self.runs},
             "overdue": self.overdue, "warnings": self.warnings, "backups": self.backups,
-            "eval_trend": self.eval_trend, "growth": self.growth, "jobs": self.jobs,
+            "eval_trend": self.eval_trend, "growth": self.growth, "quarantine": self.quarantine, "jobs": self.jobs,
         }
 
 
@@ -174,6 +175,14 @@ def _growth(settings: Settings, ledger, now: datetime) -> dict[str, Any]:
     return {"source": source, "baseline_day": baseline_day, "tables": tables}
 
 
+def _quarantine_summary(settings: Settings, start: datetime) -> dict[str, Any]:
+    """Files staged in the period, and how many are in quarantine in all."""
+    staged = [entry for entry in quarantine.list_entries(settings) if entry["status"] == "staged"]
+    recent = [entry for entry in staged if (entry.get("staged_at") or "") >= isoformat(start)]
+    return {"staged_in_period": len(recent), "bytes_in_period": sum(entry.get("size", 0) for entry in recent),
+            "staged_total": len(staged)}
+
+
 def build_report(settings: Settings, since: timedelta = timedelta(hours=24), current: JobResult | None = None,
                  now: datetime | None = None) -> Report:
     """Build the report for the period `since` before now (read-only).
@@ -197,7 +206,8 @@ def build_report(settings: Settings, since: timedelta = timedelta(hours=24), cur
                                            "next_run")} for row in job_table(settings)]
         return Report(generated_at=now, since=start, db=str(settings.db_path), runs=runs, jobs=jobs,
                       overdue=overdue, warnings=warnings, backups=backup_status(settings, now),
-                      eval_trend=_eval_trend(ledger), growth=_growth(settings, ledger, now))
+                      eval_trend=_eval_trend(ledger), growth=_growth(settings, ledger, now),
+                      quarantine=_quarantine_summary(settings, start))
     finally:
         if ledger is not None:
             ledger.close()
@@ -227,6 +237,13 @@ def _backup_line(backups: dict[str, Any]) -> str:
     else:
         line = f"newest verified {newest['name']} ({backups['newest_age_hours']:.1f} h ago)"
     return f"{line}; {backups['checkpoints']} checkpoint(s), {len(backups['failed'])} failed"
+
+
+def _quarantine_line(summary: dict[str, Any]) -> str:
+    if not summary:
+        return "nothing staged"
+    return (f"{summary['staged_in_period']} file(s) ({summary['bytes_in_period']:,} bytes) staged in the period, "
+            f"{summary['staged_total']} in all (mnemo-ops quarantine list)")
 
 
 def _metric_summary(trend: list[dict[str, Any]]) -> list[str]:
@@ -270,6 +287,7 @@ def render_text(report: Report) -> str:
         if warning.get("fix"):
             lines.append(f"           fix: {warning['fix']}")
     lines.append(f"Backups: {_backup_line(report.backups)}")
+    lines.append(f"Quarantine: {_quarantine_line(report.quarantine)}")
     lines.append("Eval trend: " + "; ".join(_metric_summary(report.eval_trend)))
     baseline = report.growth["baseline_day"]
     lines.append(f"Memory growth (against {baseline or 'no record from a week ago yet'}):")
@@ -304,7 +322,8 @@ def render_markdown(report: Report) -> str:
                   f"{'`' + _cell(w['fix']) + '`' if w.get('fix') else ''} |" for w in report.warnings]
     else:
         lines.append("None.")
-    lines += ["", "## Backups", "", _backup_line(report.backups) + ".", "", "## Eval trend", ""]
+    lines += ["", "## Backups", "", _backup_line(report.backups) + ".", "",
+              "## Quarantine", "", _quarantine_line(report.quarantine) + ".", "", "## Eval trend", ""]
     lines += [f"- {line}" for line in _metric_summary(report.eval_trend)]
     baseline = report.growth["baseline_day"]
     lines += ["", "## Memory growth", "", f"Against {baseline or 'no record from a week ago yet'}.", ""]

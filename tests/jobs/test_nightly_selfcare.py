@@ -162,6 +162,8 @@ def test_a_simulated_week(sample, tmp_path):
     entries = [entry for entry in json.loads(
         (settings.quarantine_dir / "2026-12-06" / "manifest.json").read_text())["entries"]]
     assert [entry["original_path"] for entry in entries] == [str(processed)]
+    assert reports[5].quarantine == {"staged_in_period": 1, "bytes_in_period": 19, "staged_total": 1}
+    assert reports[7].quarantine["staged_in_period"] == 0 and reports[7].quarantine["staged_total"] == 1
     # Each day's report file exists, 0600.
     written = sorted(path.name for path in settings.reports_dir.glob("2026-12-*.md"))
     assert written == ["2026-12-01.md", "2026-12-02.md", "2026-12-03.md", "2026-12-04.md", "2026-12-05.md",
