@@ -156,6 +156,7 @@ def _eval_trend(ledger) -> list[dict[str, Any]]:
 
 def _growth(settings: Settings, ledger, now: datetime) -> dict[str, Any]:
     """Row count per table now against the recorded count of a week ago (or the oldest since)."""
+    problem = None
     try:
         connection = database.open_memory_db(settings.db_path, readonly=True)
         try:
@@ -163,16 +164,17 @@ def _growth(settings: Settings, ledger, now: datetime) -> dict[str, Any]:
         finally:
             connection.close()
         source = "database"
-    except DatabaseError:
+    except DatabaseError as error:
         day, current = row_count_history.latest(ledger)
         source = f"recorded {day}" if day else "unavailable"
+        problem = error.message
     week_ago_day: date = (now - timedelta(days=7)).date()
     baseline_day, baseline = row_count_history.counts_on_or_before(ledger, week_ago_day)
     tables = {}
     for table, count in current.items():
         before = baseline.get(table)
         tables[table] = {"now": count, "week_ago": before, "change": None if before is None else count - before}
-    return {"source": source, "baseline_day": baseline_day, "tables": tables}
+    return {"source": source, "baseline_day": baseline_day, "tables": tables, "problem": problem}
 
 
 def _quarantine_summary(settings: Settings, start: datetime) -> dict[str, Any]:
@@ -204,9 +206,14 @@ def build_report(settings: Settings, since: timedelta = timedelta(hours=24), cur
                     "last_success": row["last_success"]} for row in overdue_jobs(settings, now)]
         jobs = [{key: row[key] for key in ("job", "schedule", "implemented", "enabled", "last_run", "last_status",
                                            "next_run")} for row in job_table(settings)]
+        growth = _growth(settings, ledger, now)
+        if growth["problem"] and not any(w["code"] == "db-unreadable" for w in warnings):
+            # The database itself is gone or broken: the first thing the user must see.
+            warnings.insert(0, {"job": "report", "code": "db-unreadable", "severity": "critical",
+                                "message": growth["problem"], "fix": "mnemo-ops doctor"})
         return Report(generated_at=now, since=start, db=str(settings.db_path), runs=runs, jobs=jobs,
                       overdue=overdue, warnings=warnings, backups=backup_status(settings, now),
-                      eval_trend=_eval_trend(ledger), growth=_growth(settings, ledger, now),
+                      eval_trend=_eval_trend(ledger), growth=growth,
                       quarantine=_quarantine_summary(settings, start))
     finally:
         if ledger is not None:

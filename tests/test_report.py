@@ -131,3 +131,15 @@ def test_report_reads_state_without_writing_it(healthy):
     assert settings.state_db_path.read_bytes() == before
     assert not os.path.exists(f"{settings.state_db_path}-journal")
     assert sqlite3.connect(settings.state_db_path).execute("SELECT count(*) FROM runs").fetchone()[0] > 0
+
+
+def test_a_missing_database_is_critical(sample, tmp_path, cli):
+    settings = settings_for(sample, write_config(tmp_path))
+    record_run(settings, "nightly-selfcare", "ok", utc_now(), warnings=[("skill-folder-missing", "info", "none")])
+    for suffix in ("", "-wal", "-shm"):
+        os.unlink(f"{sample.db_path}{suffix}") if os.path.exists(f"{sample.db_path}{suffix}") else None
+    built = report.build_report(settings)
+    assert built.warnings[0]["code"] == "db-unreadable" and built.warnings[0]["severity"] == "critical"
+    assert built.exit_code == 1
+    completed = cli("report", "--no-write")
+    assert completed.returncode == 1 and "CRITICAL" in completed.stdout and "database not found" in completed.stdout
