@@ -55,6 +55,9 @@ def render_evaluation(console: Console, result: JobResult) -> None:
 
 def _finish(result: JobResult) -> None:
     emit(result.to_dict(), lambda console: render_evaluation(console, result))
+    if result.error and result.status == "failed":
+        # One unwrapped line on stderr, so CI logs show why the gate closed whatever the terminal width.
+        CURRENT.err_console.print(f"mnemo-ops: eval failed: {result.error}", markup=False, soft_wrap=True)
     raise typer.Exit(result.exit_code)
 
 
