@@ -41,7 +41,7 @@ class Engine(Protocol):
     def describe(self) -> dict[str, Any]:
         """Name, version and the options that shape its ranking."""
 
-    def recall_all(self, queries: Sequence[Query], progress=None) -> list[list[Retrieved]]:
+    def recall_many(self, queries: Sequence[Query], progress=None) -> list[list[Retrieved]]:
         """Ranked results for every query, in order; `progress(n)` is called as queries finish."""
 
 

@@ -68,7 +68,7 @@ class BuiltinEngine:
             )
         return statements
 
-    def recall_all(self, queries: Sequence[Query], progress=None) -> list[list[Retrieved]]:
+    def recall_many(self, queries: Sequence[Query], progress=None) -> list[list[Retrieved]]:
         """Run every query on one read-only connection (one consistent read per query)."""
         connection = database.open_memory_db(self.db_path, readonly=True)
         try:

@@ -108,7 +108,7 @@ class MnemosyneEngine:
             },
         }
 
-    def recall_all(self, queries: Sequence[Query], progress=None) -> list[list[Retrieved]]:
+    def recall_many(self, queries: Sequence[Query], progress=None) -> list[list[Retrieved]]:
         """Snapshot the DB into a temp dir, recall every query in a child process, read the ranks back."""
         with tempfile.TemporaryDirectory(prefix="mnemo-ops-eval-") as temporary:
             root = Path(temporary)

@@ -47,6 +47,23 @@ def _score(item: dict[str, Any]) -> float:
         return 0.0
 
 
+def break_ties(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mnemosyne's order, except that each run of adjacent equal scores is ordered by memory id.
+
+    Only adjacent ties are reordered, so results Mnemosyne placed deliberately (associative
+    neighbours appended after the top k) keep their place.
+    """
+    ordered: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+    for item in found:
+        if run and _score(item) != _score(run[-1]):
+            ordered.extend(sorted(run, key=lambda entry: str(entry.get("id"))))
+            run = []
+        run.append(item)
+    ordered.extend(sorted(run, key=lambda entry: str(entry.get("id"))))
+    return ordered
+
+
 def recall(request: dict[str, Any]) -> dict[str, Any]:
     """Recall every query; ranks are Mnemosyne's, with equal scores ordered by memory id."""
     db_path = Path(request["db_path"])
@@ -70,10 +87,8 @@ def recall(request: dict[str, Any]) -> dict[str, Any]:
                 "temporal_weight", "temporal_halflife", "vec_weight", "fts_weight", "importance_weight",
                 "source", "topic", "from_date", "to_date")}
             found = memory.recall(query["text"], top_k=query["k"], **plain)
-        # Stable sort: Mnemosyne's order stands, except that equal scores go by id (deterministic ties).
-        ordered = sorted(enumerate(found or []), key=lambda pair: (-_score(pair[1]), str(pair[1].get("id")), pair[0]))
         results.append([{"id": item.get("id"), "content": item.get("content"), "score": _score(item)}
-                        for _, item in ordered if item.get("id") is not None])
+                        for item in break_ties(found or []) if item.get("id") is not None])
         if number % 25 == 0 or number == len(request["queries"]):
             send({"progress": 25 if number % 25 == 0 else number % 25})
     return {"results": results}

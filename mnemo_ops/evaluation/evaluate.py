@@ -43,15 +43,17 @@ class Evaluation:
         return sum(1 for outcome in self.outcomes if outcome.score.passed)
 
 
-def evaluate(suite: Suite, engine: Engine, k: int | None = None, progress=None) -> Evaluation:
+def evaluate(suite: Suite, engine: Engine, k: int | None = None, progress=None,
+             default_k: int = DEFAULT_K) -> Evaluation:
     """Recall every case of `suite` with `engine` and score it.
 
-    The run's k is `k`, else the suite's own default, else 10; a case's own ``k`` overrides it for
-    that case (its metrics still count under the run's ``@k`` names).
+    The run's k is `k` (the command line), else the suite's own ``k``, else `default_k` (the
+    config, 10 by default); a case's own ``k`` overrides it for that case (its metrics still count
+    under the run's ``@k`` names).
     """
-    run_k = k or suite.k or DEFAULT_K
+    run_k = k or suite.k or default_k
     queries = [Query(text=case.query, k=case.k or run_k, session=case.session) for case in suite.cases]
-    ranked_lists = engine.recall_all(queries, progress=progress)
+    ranked_lists = engine.recall_many(queries, progress=progress)
     outcomes = []
     for case, query, retrieved in zip(suite.cases, queries, ranked_lists):
         score = metrics.score_case(case.id, case.category, case.relevant, case.expect, retrieved, query.k)

@@ -212,7 +212,11 @@ def _store(plan: Plan, db_path: Path, work_dir: Path, show_progress: bool) -> di
     request = {"mode": "store", "db_path": str(data_dir / "mnemosyne.db"), "sessions": plan.sessions}
     with ProgressReporter(show_progress).bar("storing turns", total=plan.turn_count) as bar:
         reply = run_worker(request, environment, progress=bar.advance)
-    shutil.move(str(data_dir / "mnemosyne.db"), str(db_path))
+    # link + unlink rather than a rename: never replace a file that appeared at db_path meanwhile.
+    try:
+        os.link(data_dir / "mnemosyne.db", db_path)
+    except FileExistsError:
+        raise UsageError(f"{db_path}: appeared while importing; the import was not moved into place") from None
     return reply["ids"]
 
 
@@ -230,6 +234,9 @@ def import_benchmark(kind: str, source: Path, db_path: Path, suite_path: Path, l
     plan = planner(source.expanduser(), limit)
     if not plan.sessions:
         raise UsageError(f"{source}: no dialogue turns to import")
+    for stale in db_path.parent.glob(f".tmp-import-{db_path.name}-*"):
+        if stale.is_dir() and not stale.is_symlink():  # left by an import that was killed
+            shutil.rmtree(stale, ignore_errors=True)
     work_dir = db_path.parent / f".tmp-import-{db_path.name}-{os.getpid()}"
     try:
         ids = _store(plan, db_path, work_dir, show_progress)

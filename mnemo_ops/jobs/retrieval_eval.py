@@ -125,7 +125,8 @@ def run(ctx: JobContext) -> JobResult:
     suite = load_suite(suite_path)
     engine = make_engine(str(ctx.options.get("engine") or settings.option(f"{SECTION}.engine", "mnemosyne")), settings)
     with ctx.progress.bar(f"recall ({engine.name})", total=len(suite.cases)) as bar:
-        evaluation = evaluate(suite, engine, _run_k(ctx) or settings.option(f"{SECTION}.k"), progress=bar.advance)
+        evaluation = evaluate(suite, engine, _run_k(ctx), progress=bar.advance,
+                              default_k=settings.option(f"{SECTION}.k", 10))
     ctx.result.stats.update(_stats(evaluation))
 
     if ctx.options.get("write_baseline"):

@@ -203,6 +203,10 @@ def test_dry_run_changes_nothing(cli, sample, tmp_path):
     assert ran.returncode == 0 and parse(ran)["status"] == "dry-run"
     baseline_dry = cli("--config", config, "--json", "eval", "baseline", "--out", str(tmp_path / "b.json"), "--dry-run")
     assert parse(baseline_dry)["changes"] == {"baselines_written": 1} and not (tmp_path / "b.json").exists()
+    recalled = cli("--config", config, "--json", "eval", "run", "--engine", "mnemosyne", "--dry-run")
+    # Mnemosyne ranks worse than the builtin baseline on this sample: a regression, reported, recorded nowhere.
+    assert recalled.returncode == 1 and parse(recalled)["stats"]["engine"]["name"] == "mnemosyne"
+    assert any("engine differs" in w["message"] for w in parse(recalled)["warnings"])
     assert_unchanged(before, sample_snapshot(sample))
 
 
@@ -239,3 +243,16 @@ def test_bad_configuration_exits_2(cli, tmp_path, config_text, message):
     config = write_config(tmp_path, config_text.replace("SUITE", str(SAMPLE_SUITE)))
     ran = cli("--config", config, "run", "retrieval-eval")
     assert ran.returncode == 2 and message in " ".join((ran.stderr + ran.stdout).split())
+
+
+def test_k_from_flag_then_suite_then_config(cli, tmp_path):
+    suite = tmp_path / "k.yaml"
+    suite.write_text("k: 1\ncases:\n  - {id: a, query: Which reverse proxy do we use, expect: [nginx]}\n")
+    from_suite = parse(cli("--json", "eval", "run", "-e", "builtin", "--suite", str(suite), "--dry-run"))
+    assert list(from_suite["stats"]["metrics"]) == ["recall@1", "recall_all@1", "mrr@1", "ndcg@1"]
+    from_flag = parse(cli("--json", "eval", "run", "-e", "builtin", "--suite", str(suite), "--k", "3", "--dry-run"))
+    assert from_flag["stats"]["k"] == 3
+    config = write_config(tmp_path, "retrieval_eval:\n  k: 4\n")
+    from_config = parse(cli("--config", config, "--json", "eval", "run", "-e", "builtin",
+                            "--suite", str(SAMPLE_SUITE), "--dry-run"))
+    assert "recall@4" in from_config["stats"]["metrics"]
