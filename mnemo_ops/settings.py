@@ -60,6 +60,21 @@ SCHEMA: dict[str, Any] = {
         "prometheus_textfile_dir": Option(str),
         "syslog": Option(bool, False),
     },
+    "retrieval_eval": {
+        # Paths default to <state_dir>/eval/suite.jsonl and <state_dir>/eval/baseline.json.
+        "suite": Option(str),
+        "baseline": Option(str),
+        "engine": Option(str, "mnemosyne"),
+        "k": Option(int, 10, "positive"),
+        "tolerance": Option(float, 0.02, "fraction"),
+        "tolerances": Option(dict, {}),  # per metric: {"mrr": 0.05} or {"mrr@10": 0.05}
+        "max_case_regressions": Option(int, 0),
+        "enhanced_recall": Option(bool),  # MNEMOSYNE_ENHANCED_RECALL; unset: as in the environment
+        "use_associative": Option(bool, False),
+        "cross_session": Option(bool, True),
+        "recall_options": Option(dict, {}),
+        "mnemosyne_environment": Option(dict, {}),
+    },
     "backup": {
         "keep": Option(int, 7, "positive"),
         "pre_write_keep": Option(int, 7, "positive"),
