@@ -66,6 +66,7 @@ class KnownRow:
 
     memory_id: str
     memory_type: str | None
+    has_legacy_row: bool = True
 
 
 def keys_in_database(connection: apsw.Connection) -> dict[str, KnownRow]:
@@ -74,12 +75,15 @@ def keys_in_database(connection: apsw.Connection) -> dict[str, KnownRow]:
     One scan per run (the LIKE prefilter keeps json_extract off the rows that cannot match); the
     writer lock guarantees no other drain adds keys meanwhile, and the live agent never writes them.
     """
+    legacy = "memories" in database.table_names(connection)
     rows = connection.execute(
-        "SELECT id, memory_type, json_extract(metadata_json, '$.\"' || ?1 || '\".key') FROM working_memory "
-        "WHERE metadata_json LIKE '%\"' || ?1 || '\"%' AND json_valid(metadata_json)",
+        "SELECT w.id, w.memory_type, json_extract(w.metadata_json, '$.\"' || ?1 || '\".key'), "
+        + ("EXISTS (SELECT 1 FROM memories AS m WHERE m.id = w.id) " if legacy else "1 ")
+        + "FROM working_memory AS w WHERE w.metadata_json LIKE '%\"' || ?1 || '\"%' AND json_valid(w.metadata_json)",
         (BRIDGE_METADATA_KEY,),
     )
-    return {key: KnownRow(memory_id, memory_type) for memory_id, memory_type, key in rows if isinstance(key, str)}
+    return {key: KnownRow(memory_id, memory_type, bool(has_legacy))
+            for memory_id, memory_type, key, has_legacy in rows if isinstance(key, str)}
 
 
 def merged_keys_in_state(state_db) -> set[str]:
@@ -125,6 +129,18 @@ class Ingestor:
         if outcome == "ingested" and item.memory_type:
             self.set_memory_type(memory_id, item.memory_type)
         return outcome, memory_id
+
+    def repair_legacy_row(self, memory_id: str) -> None:
+        """Write the legacy ``memories`` row of a row whose drain was killed inside remember.
+
+        ``Mnemosyne.remember`` commits the working_memory row (with our key) first and its legacy
+        ``memories`` row in a second commit; a kill in between leaves the key present and the legacy
+        row missing. This is the row remember would have written (same id, content, fields).
+        """
+        database.write_batch(self.connection, lambda connection: connection.execute(
+            "INSERT OR IGNORE INTO memories (id, content, source, timestamp, session_id, importance, metadata_json) "
+            "SELECT id, content, source, timestamp, session_id, importance, metadata_json FROM working_memory "
+            "WHERE id = ?", (memory_id,)))
 
     def set_memory_type(self, memory_id: str, memory_type: str) -> None:
         """Apply the producer's memory_type over Mnemosyne's own classification (remember has no such
@@ -210,7 +226,12 @@ class Drain:
             if known is not None and item.memory_type and known.memory_type != item.memory_type:
                 if not self.ctx.dry_run:
                     self.ingestor.set_memory_type(known.memory_id, item.memory_type)
-                    known.memory_type = item.memory_type
+                known.memory_type = item.memory_type
+            if known is not None and not known.has_legacy_row:
+                self.ctx.count("legacy_rows_repaired")
+                if not self.ctx.dry_run:
+                    self.ingestor.repair_legacy_row(known.memory_id)
+                known.has_legacy_row = True
             return None
         if self.ctx.dry_run:
             reason = filter_reason(item.content)

@@ -240,3 +240,31 @@ def test_capture_then_drain(sample, cli):
 def test_capture_rejects_bad_fields(cli, field, value, message):
     completed = cli("capture", "some text", f"--{field}", value)
     assert completed.returncode == 2 and message in completed.stderr
+
+
+def test_kill_inside_remember_is_repaired(sample, cli):
+    """The state a kill between remember's two commits leaves: the working row with our key, no legacy row."""
+    from mnemo_ops.bridge.items import parse_file
+
+    name, data = "half.jsonl", '{"content": "written by BEAM only", "session_id": "s-half"}\n'
+    (item,) = parse_file(name, data.encode()).items
+    script = (
+        "import json, sys; from pathlib import Path; from mnemosyne.core.beam import BeamMemory; "
+        "BeamMemory(session_id='s-half', db_path=Path(sys.argv[1])).remember("
+        "'written by BEAM only', source='bridge', metadata=json.loads(sys.argv[2]))"
+    )
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", script, str(sample.db_path), json.dumps(item.row_metadata(name))],
+                   env=sample.environ(), check=True)
+    (row,) = _rows(sample, "content = 'written by BEAM only'")
+    connection = sqlite3.connect(sample.db_path)
+    assert connection.execute("SELECT count(*) FROM memories WHERE id = ?", (row["id"],)).fetchone()[0] == 0
+    _drop(sample, name, data)
+    result = _drain(cli)
+    assert result["changes"]["duplicates_skipped"] == 1 and result["changes"]["legacy_rows_repaired"] == 1
+    assert len(_rows(sample, "content = 'written by BEAM only'")) == 1
+    legacy = connection.execute("SELECT content, session_id FROM memories WHERE id = ?", (row["id"],)).fetchall()
+    connection.close()
+    assert legacy == [("written by BEAM only", "s-half")]
