@@ -78,7 +78,9 @@ class Spool:
     def ensure(self) -> None:
         """Create the spool folders (0700) that are missing; only for real runs and producers."""
         self.check()
-        self.root.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        # The state dir too, when capture runs before any job: mkdir's mode only applies to the last part.
+        self.root.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        self.root.mkdir(exist_ok=True, mode=DIR_MODE)
         for name in SUBDIRS:
             self.folder(name).mkdir(exist_ok=True, mode=DIR_MODE)
 

@@ -268,3 +268,19 @@ def test_kill_inside_remember_is_repaired(sample, cli):
     legacy = connection.execute("SELECT content, session_id FROM memories WHERE id = ?", (row["id"],)).fetchall()
     connection.close()
     assert legacy == [("written by BEAM only", "s-half")]
+
+
+def test_capture_creates_a_private_spool_and_honours_the_item_cap(sample, cli, tmp_path):
+    state_dir = tmp_path / "fresh-state"
+    config = tmp_path / "config.yaml"
+    config.write_text("bridge_drain:\n  max_item_bytes: 10\n")
+    queued = cli("--state-dir", str(state_dir), "capture", "short")
+    assert queued.returncode == 0, queued.stderr
+    for folder in (state_dir, state_dir / "queue", *(state_dir / "queue" / name for name in ("tmp", "new", "cur", "failed"))):
+        assert folder.is_dir() and os.stat(folder).st_mode & 0o077 == 0, folder
+    too_long = cli("--config", str(config), "--state-dir", str(state_dir), "capture", "eleven bytes")
+    assert too_long.returncode == 2 and "over the 10-byte limit" in too_long.stderr
+    assert len(_names(state_dir / "queue" / "new")) == 1
+    # The drain applies the same cap from the config: each sample item is longer, each rejected alone.
+    result = _drain(cli, "--dry-run", env={"MNEMO_OPS_CONFIG": str(config)})
+    assert result["changes"]["items_rejected"] == 3 and result["changes"]["files_drained"] == 2
