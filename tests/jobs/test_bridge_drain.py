@@ -284,3 +284,48 @@ def test_capture_creates_a_private_spool_and_honours_the_item_cap(sample, cli, t
     # The drain applies the same cap from the config: each sample item is longer, each rejected alone.
     result = _drain(cli, "--dry-run", env={"MNEMO_OPS_CONFIG": str(config)})
     assert result["changes"]["items_rejected"] == 3 and result["changes"]["files_drained"] == 2
+
+
+def _doctor_findings(sample) -> list:
+    import subprocess
+    import sys
+
+    mnemosyne = str(Path(sys.executable).with_name("mnemosyne"))
+    completed = subprocess.run([mnemosyne, "doctor", "--db", str(sample.db_path), "--format", "json"],
+                               env=sample.environ(), capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)["findings"]
+
+
+def test_after_a_drain_mnemosyne_doctor_is_clean_recall_finds_items_and_insert_triggers_fire(sample, cli):
+    # An AFTER INSERT trigger of our own stands in for the canonical promotion trigger: rows written
+    # through remember are real INSERTs, so such triggers see every drained row.
+    connection = sqlite3.connect(sample.db_path)
+    with connection:
+        connection.execute("CREATE TABLE test_inserted (id TEXT)")
+        connection.execute("CREATE TRIGGER test_after_insert AFTER INSERT ON working_memory "
+                           "BEGIN INSERT INTO test_inserted VALUES (new.id); END")
+    connection.close()
+    findings_before = _doctor_findings(sample)
+    _drain(cli)
+    assert _doctor_findings(sample) == findings_before
+    connection = sqlite3.connect(sample.db_path)
+    fired = {row[0] for row in connection.execute("SELECT id FROM test_inserted")}
+    connection.close()
+    assert fired == {row["id"] for row in _bridge_rows(sample)} and len(fired) == 3
+    import subprocess
+    import sys
+
+    script = ("import sys; from pathlib import Path; from mnemosyne.core.memory import Mnemosyne; "
+              "hits = Mnemosyne(session_id='capture', db_path=Path(sys.argv[1])).recall('window seats flights'); "
+              "print(any('window seats' in hit['content'] for hit in hits))")
+    recalled = subprocess.run([sys.executable, "-c", script, str(sample.db_path)], env=sample.environ(),
+                              capture_output=True, text=True, timeout=120)
+    assert recalled.stdout.strip().splitlines()[-1] == "True", recalled.stderr
+
+
+def test_no_queue_folder_is_nothing_to_do(sample, cli):
+    (sample.state_dir / "queue").rename(sample.state_dir / "queue-elsewhere")
+    result = _drain(cli)
+    assert result["status"] == "ok" and result["stats"]["files_pending"] == 0
+    assert not (sample.state_dir / "queue").exists()
