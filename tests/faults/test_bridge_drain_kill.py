@@ -66,18 +66,26 @@ def test_kill_dash_nine_at_random_moments_then_rerun_gives_exactly_once(sample):
     assert len(all_keys) == len(set(all_keys)) == ITEMS
     randomness = random.Random(20261130)
     kills_mid_run, progress = 0, []
-    for _ in range(8):
+    done = 0
+    for _ in range(5):
         process = _drain_process(sample)
-        time.sleep(randomness.uniform(0.5, 1.6))
+        # Wait until this run has written something (start-up time varies on a busy machine), then
+        # kill it at a random moment of its work.
+        deadline = time.monotonic() + 60
+        while process.poll() is None and time.monotonic() < deadline and sum(_key_counts(sample).values()) <= done:
+            time.sleep(0.02)
+        time.sleep(randomness.uniform(0.0, 1.5))
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
             kills_mid_run += 1
         process.communicate(timeout=60)
-        progress.append(sum(_key_counts(sample).values()))
+        done = sum(_key_counts(sample).values())
+        progress.append(done)
         if not any((sample.state_dir / "queue" / "new").iterdir()):
             break
     # The kills really interrupted a drain that had done part of the work.
     assert kills_mid_run >= 3, progress
+    assert progress == sorted(progress), progress
     assert 0 < progress[0] < ITEMS, progress
 
     final = _drain_process(sample)
