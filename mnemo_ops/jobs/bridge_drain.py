@@ -251,9 +251,15 @@ class Drain:
         else:
             self.merged.add(item.idempotency_key)
         self.ctx.count("items_" + outcome)
-        records.append({"key": item.idempotency_key, "memory_id": memory_id, "session_id": item.session_id,
-                        "outcome": outcome, "file": file_name, "position": item.position,
-                        "ingested_at": isoformat(utc_now())})
+        record = {"key": item.idempotency_key, "memory_id": memory_id, "session_id": item.session_id,
+                  "outcome": outcome, "file": file_name, "position": item.position,
+                  "ingested_at": isoformat(utc_now())}
+        if outcome == "merged":
+            # state.db is the only place a merged item's key lives: record it at once, so a kill later
+            # in the file cannot make the next run merge it (refresh the row) a second time.
+            self.record([record])
+        else:
+            records.append(record)
         return None
 
     def record(self, records: list[dict[str, Any]]) -> None:
