@@ -80,6 +80,11 @@ SCHEMA: dict[str, Any] = {
         "pre_write_keep": Option(int, 7, "positive"),
         "reuse_minutes": Option(int, 10),
     },
+    "bridge_drain": {
+        "max_item_bytes": Option(int, 32 * 1024, "positive"),  # cap on an item's content (UTF-8 bytes)
+        "max_file_bytes": Option(int, 16 * 1024 * 1024, "positive"),  # bigger spool files are rejected whole
+        "default_session": Option(str, "bridge"),  # session_id of items that give none
+    },
 }
 
 
