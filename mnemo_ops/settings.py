@@ -60,10 +60,30 @@ SCHEMA: dict[str, Any] = {
         "prometheus_textfile_dir": Option(str),
         "syslog": Option(bool, False),
     },
+    "retrieval_eval": {
+        # Paths default to <state_dir>/eval/suite.jsonl and <state_dir>/eval/baseline.json.
+        "suite": Option(str),
+        "baseline": Option(str),
+        "engine": Option(str, "mnemosyne"),
+        "k": Option(int, 10, "positive"),
+        "tolerance": Option(float, 0.02, "fraction"),
+        "tolerances": Option(dict, {}),  # per metric: {"mrr": 0.05} or {"mrr@10": 0.05}
+        "max_case_regressions": Option(int, 0),
+        "enhanced_recall": Option(bool),  # MNEMOSYNE_ENHANCED_RECALL; unset: as in the environment
+        "use_associative": Option(bool, False),
+        "cross_session": Option(bool, True),
+        "recall_options": Option(dict, {}),
+        "mnemosyne_environment": Option(dict, {}),
+    },
     "backup": {
         "keep": Option(int, 7, "positive"),
         "pre_write_keep": Option(int, 7, "positive"),
         "reuse_minutes": Option(int, 10),
+    },
+    "bridge_drain": {
+        "max_item_bytes": Option(int, 32 * 1024, "positive"),  # cap on an item's content (UTF-8 bytes)
+        "max_file_bytes": Option(int, 16 * 1024 * 1024, "positive"),  # bigger spool files are rejected whole
+        "default_session": Option(str, "bridge"),  # session_id of items that give none
     },
     "nightly_selfcare": {
         "memory_char_limit": Option(int, 2200, "positive"),

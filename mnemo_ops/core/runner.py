@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from contextlib import contextmanager
@@ -57,6 +58,29 @@ def _record(settings: Settings, result: JobResult) -> None:
     except Exception as error:  # the ledger must never hide the job's own outcome
         result.warn("ledger-write-failed", f"could not record the run in {settings.state_db_path}: {error}",
                      severity="error")
+
+
+def _log_to_syslog(settings: Settings, result: JobResult) -> None:
+    """One line per run (and per warning) to the local syslog, when `monitoring.syslog` is on."""
+    if result.dry_run or not settings.option("monitoring.syslog"):
+        return
+    import logging.handlers
+
+    logger = logging.getLogger("mnemo_ops.syslog")
+    logger.propagate = False
+    if not logger.handlers:
+        address = "/dev/log" if os.path.exists("/dev/log") else ("localhost", 514)
+        handler = logging.handlers.SysLogHandler(address=address)
+        handler.setFormatter(logging.Formatter("mnemo-ops[%(process)d]: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    changes = ", ".join(f"{name}={count}" for name, count in result.changes.items()) or "no changes"
+    level = logging.ERROR if result.status == "failed" else logging.INFO
+    logger.log(level, "%s %s in %.1fs: %s%s", result.job, result.status, result.duration_s, changes,
+               f"; error: {result.error}" if result.error else "")
+    for warning in result.warnings:
+        logger.log(logging.WARNING if warning.severity != "info" else logging.INFO,
+                   "%s %s %s: %s", result.job, warning.severity, warning.code, warning.message)
 
 
 def _notify(settings: Settings, result: JobResult, suffix: str | None = None) -> None:
@@ -131,6 +155,7 @@ def run_job(
         result.finish()
         _notify(settings, result)
         _record(settings, result)
+        _log_to_syslog(settings, result)
     finally:
         if lock is not None:
             lock.release()

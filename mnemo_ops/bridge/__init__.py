@@ -1,0 +1,1 @@
+"""The capture bridge: the Maildir-style spool (spool.py) and the queue item parser (items.py)."""

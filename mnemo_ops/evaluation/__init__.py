@@ -1,0 +1,1 @@
+"""The retrieval eval: suites, metrics, baselines, history and benchmark importers."""

@@ -1,0 +1,55 @@
+"""Job manifests: all nine present and valid; a broken manifest names its file and key."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from mnemo_ops.core.errors import ConfigError
+from mnemo_ops.core.manifests import JOB_NAMES, load_manifests
+
+
+def test_all_jobs_have_valid_manifests():
+    manifests = load_manifests()
+    assert tuple(manifests) == JOB_NAMES
+    assert manifests["backup"].schedule == "0 2 * * *"
+    assert manifests["nightly-selfcare"].schedule == "0 13 * * *"
+    assert manifests["monthly-maintenance"].schedule == "30 3 1 * *"
+    assert manifests["self-reflection"].schedule == "0 23 * * 0"
+    assert manifests["retrieval-eval"].needs_lock is False
+    assert manifests["memory-maintain"].needs_lock is True
+    assert manifests["memory-maintain"].checkpoint == "before-write"
+
+
+def test_next_and_previous_run():
+    backup = load_manifests()["backup"]
+    moment = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+    assert backup.next_run(moment) == datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
+    assert backup.previous_run(moment) == datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\ntimeout: 5\nextra: 1\n",
+         "unknown key 'extra'"),
+        ("name: backup\nschedule: 'every day'\ndescription: x\nwrites: []\ncheckpoint: none\ntimeout: 5\n",
+         "key 'schedule'"),
+        ("name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: [disk]\ncheckpoint: none\ntimeout: 5\n",
+         "key 'writes'"),
+        ("name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: always\ntimeout: 5\n",
+         "key 'checkpoint'"),
+        ("name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\n", "missing key 'timeout'"),
+    ],
+)
+def test_broken_manifest_is_named(tmp_path, text, fragment):
+    (tmp_path / "backup.yaml").write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_manifests(tmp_path)
+    assert "backup.yaml" in raised.value.message and fragment in raised.value.message
+
+
+def test_manifest_name_must_match_file(tmp_path):
+    (tmp_path / "backup.yaml").write_text(
+        "name: evening-batch\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\ntimeout: 5\n")
+    with pytest.raises(ConfigError, match="must match the file name"):
+        load_manifests(tmp_path)
