@@ -498,9 +498,18 @@ def run_audit(connection: apsw.Connection, checker: apsw.Connection, options: di
     dangling_graph_edges(connection, audit, tables)
     canonical_duplicates(connection, audit, tables)
     triple_invariants(connection, audit, tables, options["multi_valued_predicates"])
-    superseded_by_missing(connection, audit, tables)
-    orphaned_claims(connection, audit, options["claim_stale_hours"])
-    auto_lineages(connection, audit, tables)
+    # Older schemas lack the lifecycle columns until Mnemosyne migrates them; skip what cannot apply.
+    columns = set(database.column_names(connection, "working_memory"))
+    lifecycle = {"valid_until", "superseded_by"} <= columns
+    if lifecycle:
+        superseded_by_missing(connection, audit, tables)
+    if {"consolidated_at", "consolidation_claimed_at"} <= columns and "episodic_memory" in tables:
+        orphaned_claims(connection, audit, options["claim_stale_hours"])
+    if lifecycle:
+        auto_lineages(connection, audit, tables)
     unconfirmed_facts(connection, audit, tables, options["unconfirmed_fact_age_days"])
-    missing_vectors(connection, audit, tables)
+    if lifecycle:
+        missing_vectors(connection, audit, tables)
+    if not lifecycle:
+        audit.stats["checks_skipped"] = ["superseded_by", "auto_lineages", "vectors"]
     return audit

@@ -35,15 +35,16 @@ def _reconcile_batch(connection: apsw.Connection, ids: list[str]) -> dict[str, i
             f"SELECT CAST(id AS TEXT), rowid, content FROM fts_working WHERE CAST(id AS TEXT) IN ({marks})",
             tuple(ids)):
         entries[memory_id].append((rowid, text))
+    # working_memory.id has TEXT affinity, so a plain comparison uses its primary-key index.
     contents = dict(connection.execute(
-        f"SELECT CAST(id AS TEXT), content FROM working_memory WHERE CAST(id AS TEXT) IN ({marks})", tuple(ids)))
+        f"SELECT id, content FROM working_memory WHERE id IN ({marks})", tuple(ids)))
     for memory_id in ids:
         deletions, insert, kind = reconcile_fts_entries(sorted(entries[memory_id]), contents.get(memory_id))
         for rowid in deletions:
             connection.execute("DELETE FROM fts_working WHERE rowid = ?", (rowid,))
         if insert:
             connection.execute("INSERT INTO fts_working(id, content) SELECT id, content FROM working_memory "
-                               "WHERE CAST(id AS TEXT) = ?", (memory_id,))
+                               "WHERE id = ?", (memory_id,))
         if kind is not None:
             counts[kind] += len(deletions) if kind == "removed" else 1
     return counts
