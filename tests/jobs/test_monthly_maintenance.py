@@ -348,3 +348,62 @@ def test_vacuum_only_when_asked(cli):
     assert "vacuum" in planned["stats"]["maintenance_planned"]
     vacuumed = run(cli, "--vacuum")
     assert vacuumed["stats"]["maintenance"]["vacuum"] is True and vacuumed["changes"] == {}
+
+
+def test_multi_valued_predicates_from_the_config_stay_open(sample, cli, tmp_path):
+    execute(sample.db_path,
+            ("INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', 'speaks', 'English', '2020-01-01')",),
+            ("INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', 'speaks', 'Spanish', '2024-01-01')",))
+    config = tmp_path / "config.yaml"
+    config.write_text("monthly_maintenance:\n  multi_valued_predicates: [speaks]\n", encoding="utf-8")
+    result = run(cli, env={"MNEMO_OPS_CONFIG": str(config)})
+    assert result["status"] == "ok" and result["changes"] == {} and codes(result) == set()
+    assert count_open_triples(sample.db_path) == 2
+    without = run(cli)  # the same pair without the exemption: the older value is closed
+    assert without["changes"] == {"triples_closed": 1}
+    assert count_open_triples(sample.db_path) == 1
+
+
+def count_open_triples(db: Path) -> int:
+    with connect(db) as connection:
+        return connection.execute("SELECT count(*) FROM triples WHERE valid_until IS NULL").fetchone()[0]
+
+
+def test_bad_option_is_a_usage_error(cli):
+    completed = cli("--json", "run", JOB, "--option", "claim_stale_hours=soon")
+    assert completed.returncode == 2
+    assert "claim_stale_hours" in json.loads(completed.stdout)["error"]
+
+
+class LetterCountEmbedder:
+    """A deterministic test model: the vector is the counts of a few letters (stands in for fastembed)."""
+
+    model = "test/letter-counts"
+
+    def __init__(self):
+        self.calls = 0
+
+    def embed(self, texts: list[str]) -> list[str]:
+        self.calls += 1
+        return [json.dumps([float(text.count(letter)) for letter in "aeiou"]) for text in texts]
+
+
+def test_reembedding_fills_only_rows_without_vectors(sample):
+    from mnemo_ops.core import database
+    from mnemo_ops.integrity import repairs
+
+    ids = working_ids(sample.db_path)
+    execute(sample.db_path, ("INSERT INTO memory_embeddings(memory_id, embedding_json, model) VALUES (?, '[9]', 'x')",
+                             (ids[0],)))
+    connection = database.connect(sample.db_path)
+    try:
+        embedder = LetterCountEmbedder()
+        stored = repairs.reembed_working_rows(connection, ids, embedder)
+        again = repairs.reembed_working_rows(connection, ids, embedder)
+        vectors = dict(connection.execute("SELECT memory_id, embedding_json FROM memory_embeddings"))
+        contents = dict(connection.execute("SELECT id, content FROM working_memory"))
+    finally:
+        connection.close()
+    assert stored == len(ids) - 1 and again == 0
+    assert vectors[ids[0]] == "[9]"  # an existing vector is never replaced
+    assert vectors[ids[1]] == json.dumps([float(contents[ids[1]].count(letter)) for letter in "aeiou"])
