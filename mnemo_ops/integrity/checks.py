@@ -484,14 +484,23 @@ def vector_findings(audit: Audit, dry_run: bool) -> None:
                   "MNEMOSYNE_EMBEDDING_MODEL, then run monthly-maintenance again")
 
 
-def run_audit(connection: apsw.Connection, checker: apsw.Connection, options: dict[str, Any], dry_run: bool) -> Audit:
-    """Run every read-only check after integrity_check passed; `checker` runs the FTS5 integrity-check."""
+def run_audit(connection: apsw.Connection, checker: apsw.Connection | None, options: dict[str, Any],
+              dry_run: bool) -> Audit:
+    """Run every read-only check after integrity_check passed; `checker` (writable) runs FTS5's integrity-check."""
     audit = Audit()
     tables = database.table_names(connection)
     foreign_key_violations(connection, audit)
     for table in ("fts_working", "fts_episodes"):
-        if table in tables and fts_consistency_error(checker, table) is not None:
-            audit.rebuild_tables.append(table)
+        if table not in tables:
+            continue
+        if checker is None:
+            audit.add("fts-check-skipped", "info", f"{table}: FTS5 integrity-check needs a writable file")
+            continue
+        try:
+            if fts_consistency_error(checker, table) is not None:
+                audit.rebuild_tables.append(table)
+        except (apsw.ReadOnlyError, apsw.CantOpenError) as error:  # e.g. a dry run on a read-only mount
+            audit.add("fts-check-skipped", "info", f"{table}: FTS5 integrity-check needs a writable file ({error})")
     if "fts_working" in tables:
         audit.fts_working = plan_fts_working(connection)
     fts_findings(audit, dry_run)

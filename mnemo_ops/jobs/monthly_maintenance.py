@@ -17,7 +17,7 @@ import apsw
 
 from mnemo_ops.core import database
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import ConfigError, UsageError
+from mnemo_ops.core.errors import ConfigError, DatabaseError, UsageError
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.integrity import checks, repairs
 from mnemo_ops.integrity.embedding import load_embedder
@@ -74,12 +74,16 @@ def _rebuilds_from_integrity_lines(lines: list[str], fts_tables: list[str]) -> l
     return [table for table in fts_tables if table in named]
 
 
-def _open_checker(ctx: JobContext) -> apsw.Connection:
+def _open_checker(ctx: JobContext) -> apsw.Connection | None:
     """A writable connection for FTS5's integrity-check (an INSERT that is always rolled back).
 
     It never checkpoints on close, so even in a dry run the database file and its WAL stay as they were.
+    None when the file cannot be opened for writing (that check is then skipped, with a note).
     """
-    connection = database.connect(ctx.settings.db_path, readonly=False)
+    try:
+        connection = database.connect(ctx.settings.db_path, readonly=False)
+    except DatabaseError:
+        return None
     connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
     return connection
 
@@ -91,7 +95,8 @@ def audit_database(ctx: JobContext, connection: apsw.Connection, options: dict[s
     try:
         audit = checks.run_audit(connection, checker, options, ctx.dry_run)
     finally:
-        checker.close()
+        if checker is not None:
+            checker.close()
     for table in _rebuilds_from_integrity_lines(integrity_fts_lines, _fts_tables(connection)):
         if table not in audit.rebuild_tables:
             audit.rebuild_tables.append(table)

@@ -260,6 +260,10 @@ def test_rows_without_vectors_without_a_model_give_one_counted_warning(sample, c
     execute(sample.db_path, ("INSERT INTO memory_embeddings(memory_id, embedding_json, model) "
                              "VALUES (?, '[0.1, 0.2]', 'x')", (first,)))
     # No model, whatever this machine has installed (Mnemosyne's own switch).
+    before = sample_snapshot(sample)  # looking for a model imports Mnemosyne's embeddings: still pure
+    planned = run(cli, "--dry-run", env={"MNEMOSYNE_NO_EMBEDDINGS": "1"})
+    assert_unchanged(before, sample_snapshot(sample))
+    assert codes(planned) == {"vectors-missing-no-model"}
     result = run(cli, env={"MNEMOSYNE_NO_EMBEDDINGS": "1"})
     warnings = [w for w in result["warnings"] if w["code"].startswith("vectors")]
     assert [w["code"] for w in warnings] == ["vectors-missing-no-model"]
