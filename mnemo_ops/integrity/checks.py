@@ -107,9 +107,9 @@ def sample(ids: list[Any], limit: int = REVIEW_SAMPLE) -> str:
     return f"{shown} and {len(ids) - limit} more" if len(ids) > limit else shown
 
 
-def plural(count: int, word: str) -> str:
-    """``1 row`` / ``2 rows``."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+def outcome(action: str, dry_run: bool) -> str:
+    """``closed`` in a real run, ``would be closed`` in a dry run."""
+    return f"would be {action}" if dry_run else action
 
 
 # --- SQLite level -----------------------------------------------------------------------------
@@ -138,8 +138,8 @@ def foreign_key_violations(connection: apsw.Connection, audit: Audit) -> None:
         per_table.setdefault(f"{table} -> {parent}", []).append(row_id)
     for relation, row_ids in sorted(per_table.items()):
         audit.add("foreign-key-violation", "error",
-                  f"{plural(len(row_ids), 'row')} of {relation} point at a missing parent row "
-                  f"(rowids {sample(row_ids)}); reported for review, nothing is removed")
+                  f"rows of {relation} whose parent row is missing: {len(row_ids)} (rowids {sample(row_ids)}); "
+                  "reported for review, nothing is removed")
 
 
 def fts_consistency_error(connection: apsw.Connection, table: str) -> str | None:
@@ -222,17 +222,17 @@ def plan_fts_working(connection: apsw.Connection) -> FtsWorkingPlan:
 def fts_findings(audit: Audit, dry_run: bool) -> None:
     """Turn the fts_working plan and the rebuilds into findings."""
     plan = audit.fts_working
-    would = "would be " if dry_run else ""
-    for count, code, what in (
-        (plan.added, "fts-working-missing", "working rows missing from fts_working ({would}re-indexed)"),
-        (plan.removed, "fts-working-stale", "fts_working entries without their row, or duplicates ({would}removed; index data only)"),
-        (plan.reindexed, "fts-working-outdated", "fts_working entries whose text differs from the row ({would}re-indexed)"),
+    for count, code, what, action in (
+        (plan.added, "fts-working-missing", "working rows missing from fts_working", "re-indexed"),
+        (plan.removed, "fts-working-stale", "fts_working entries without their row, or duplicated",
+         "removed (index data only)"),
+        (plan.reindexed, "fts-working-outdated", "fts_working entries whose text differs from the row", "re-indexed"),
     ):
         if count:
-            audit.add(code, "warning", f"{count} {what.format(would=would)}")
+            audit.add(code, "warning", f"{what}: {count}; {outcome(action, dry_run)}")
     for table in audit.rebuild_tables:
         audit.add(f"fts-{table.removeprefix('fts_')}-inconsistent", "error",
-                  f"{table}: FTS5 integrity-check failed; the index {would}rebuilt ('rebuild')")
+                  f"{table}: FTS5 integrity-check failed; {outcome('rebuilt', dry_run)} with 'rebuild'")
 
 
 # --- graph -------------------------------------------------------------------------------------
@@ -282,8 +282,8 @@ def dangling_graph_edges(connection: apsw.Connection, audit: Audit, tables: set[
     audit.stats["graph_opaque_edges"] = opaque
     if dangling:
         audit.add("graph-dangling-edges", "warning",
-                  f"{plural(len(dangling), 'graph edge')} point at a memory, gist or fact that no longer "
-                  f"exists (edge ids {sample(dangling)}); reported for review, never removed")
+                  f"graph edges with an end (memory, gist or fact) that no longer exists: {len(dangling)} "
+                  f"(edge ids {sample(dangling)}); reported for review, never removed")
 
 
 # --- canonical facts and triples ---------------------------------------------------------------
@@ -298,7 +298,7 @@ def _close_chain(table: str, rows: list[tuple[int, str]]) -> list[Closure]:
     return [Closure(table, rows[index][0], rows[index + 1][1]) for index in range(len(rows) - 1)]
 
 
-def canonical_duplicates(connection: apsw.Connection, audit: Audit, tables: set[str]) -> None:
+def canonical_duplicates(connection: apsw.Connection, audit: Audit, tables: set[str], dry_run: bool) -> None:
     """Slots with more than one current row (only possible when idx_canonical_current is missing)."""
     if "canonical_facts" not in tables:
         return
@@ -313,13 +313,13 @@ def canonical_duplicates(connection: apsw.Connection, audit: Audit, tables: set[
     if slots:
         ids = [closure.row_id for closure in audit.canonical_closures]
         audit.add("canonical-duplicate-current", "error",
-                  f"{plural(len(slots), 'canonical slot')} hold more than one current row (Mnemosyne cannot "
-                  f"re-create its unique index while they do); the older rows are closed at the newer "
-                  f"one's valid_from (canonical ids {sample(ids)})")
+                  f"canonical slots with more than one current row: {len(slots)} (Mnemosyne cannot re-create its "
+                  f"unique index while they exist); older rows {outcome('closed', dry_run)} at the newer one's "
+                  f"valid_from (canonical ids {sample(ids)})")
 
 
 def triple_invariants(connection: apsw.Connection, audit: Audit, tables: set[str],
-                      multi_valued: list[str]) -> None:
+                      multi_valued: list[str], dry_run: bool) -> None:
     """valid_from after valid_until (reported) and several open rows per (subject, predicate) (closed)."""
     if "triples" not in tables:
         return
@@ -328,8 +328,8 @@ def triple_invariants(connection: apsw.Connection, audit: Audit, tables: set[str
         "AND julianday(valid_until) < julianday(valid_from) ORDER BY id")]
     if inverted:
         audit.add("triple-inverted-validity", "warning",
-                  f"{plural(len(inverted), 'triple')} end before they begin (valid_until < valid_from; ids "
-                  f"{sample(inverted)}); reported for review, the right dates cannot be guessed")
+                  f"triples whose valid_until is before their valid_from: {len(inverted)} (ids {sample(inverted)}); "
+                  "reported for review, the right dates cannot be guessed")
     skip = ",".join("?" * len(multi_valued))
     exclusion = f"AND predicate NOT IN ({skip})" if multi_valued else ""
     pairs = list(connection.execute(
@@ -343,8 +343,8 @@ def triple_invariants(connection: apsw.Connection, audit: Audit, tables: set[str
     if pairs:
         ids = [closure.row_id for closure in audit.triple_closures]
         audit.add("triple-overlapping-open", "warning",
-                  f"{plural(len(pairs), '(subject, predicate) pair')} have several open triples; the older "
-                  f"ones are closed at the newer one's valid_from (triple ids {sample(ids)}). List "
+                  f"(subject, predicate) pairs with several open triples: {len(pairs)}; older triples "
+                  f"{outcome('closed', dry_run)} at the newer one's valid_from (triple ids {sample(ids)}). List "
                   "multi-valued predicates in monthly_maintenance.multi_valued_predicates to keep them open")
 
 
@@ -360,8 +360,8 @@ def superseded_by_missing(connection: apsw.Connection, audit: Audit, tables: set
         f"AND NOT ({targets}) ORDER BY w.id")]
     if ids:
         audit.add("working-superseded-by-missing", "warning",
-                  f"{plural(len(ids), 'working row')} are superseded by a memory that does not exist "
-                  f"(ids {sample(ids)}); reported for review")
+                  f"working rows superseded by a memory that does not exist: {len(ids)} (ids {sample(ids)}); "
+                  "reported for review")
 
 
 def orphaned_claims(connection: apsw.Connection, audit: Audit, stale_hours: int) -> None:
@@ -375,15 +375,14 @@ def orphaned_claims(connection: apsw.Connection, audit: Audit, stale_hours: int)
         (cutoff,))]
     if ids:
         audit.add("consolidation-claim-orphaned", "warning",
-                  f"{plural(len(ids), 'working row')} were claimed by a sleep pass more than {stale_hours} h ago "
-                  f"but no episodic summary holds them (ids {sample(ids)}); Mnemosyne's "
-                  "reclaim_orphans() releases them for the next sleep")
+                  f"working rows claimed by a sleep pass over {stale_hours} h ago that no episodic summary holds: "
+                  f"{len(ids)} (ids {sample(ids)}); Mnemosyne's reclaim_orphans() releases them for the next sleep")
 
 
 # --- canonical sweep ---------------------------------------------------------------------------
 
 
-def auto_lineages(connection: apsw.Connection, audit: Audit, tables: set[str]) -> None:
+def auto_lineages(connection: apsw.Connection, audit: Audit, tables: set[str], dry_run: bool) -> None:
     """Close current ``auto:<working id>`` facts whose source row is closed; report those whose row is gone."""
     if "canonical_facts" not in tables:
         return
@@ -407,12 +406,12 @@ def auto_lineages(connection: apsw.Connection, audit: Audit, tables: set[str]) -
         closed_ids.append(fact_id)
     if closed_ids:
         audit.add("auto-lineage-source-closed", "info",
-                  f"{plural(len(closed_ids), 'auto-promoted canonical fact')} outlived their closed source row "
-                  f"and are closed (canonical ids {sample(closed_ids)})")
+                  f"auto-promoted canonical facts whose source row is closed: {len(closed_ids)} (canonical ids "
+                  f"{sample(closed_ids)}); {outcome('closed', dry_run)}")
     if missing:
         audit.add("auto-lineage-source-missing", "info",
-                  f"{plural(len(missing), 'auto-promoted canonical fact')} point at a working row that no longer "
-                  f"exists (canonical ids {sample(missing)}); kept, reported for review")
+                  f"auto-promoted canonical facts whose source row no longer exists: {len(missing)} (canonical ids "
+                  f"{sample(missing)}); kept, reported for review")
 
 
 def _not_after(connection: apsw.Connection, first: str, second: str) -> bool:
@@ -433,8 +432,8 @@ def unconfirmed_facts(connection: apsw.Connection, audit: Audit, tables: set[str
         if row[0] not in planned]
     if ids:
         audit.add("canonical-unconfirmed-old", "info",
-                  f"{plural(len(ids), 'canonical fact')} older than {age_days} days were never confirmed "
-                  f"(auto-promoted or confidence < 1.0; ids {sample(ids)}); reported for review, kept")
+                  f"current canonical facts older than {age_days} days never confirmed (auto-promoted or "
+                  f"confidence < 1.0): {len(ids)} (ids {sample(ids)}); kept, reported for review")
 
 
 # --- vectors -----------------------------------------------------------------------------------
@@ -475,13 +474,13 @@ def vector_findings(audit: Audit, dry_run: bool) -> None:
         return
     if audit.embedding_available:
         audit.add("vectors-missing", "warning",
-                  f"{plural(len(missing), 'live working row')} have no vector "
-                  f"({'would be ' if dry_run else ''}re-embedded through Mnemosyne's embedding model)")
+                  f"live working rows without a vector: {len(missing)}; "
+                  f"{outcome('re-embedded', dry_run)} through Mnemosyne's embedding model")
     else:
         audit.add("vectors-missing-no-model", "warning",
-                  f"{plural(len(missing), 'live working row')} have no vector and no embedding model is "
-                  f"available to re-embed them (ids {sample(missing)}); install fastembed or configure "
-                  "MNEMOSYNE_EMBEDDING_MODEL, then run monthly-maintenance again")
+                  f"live working rows without a vector: {len(missing)} (ids {sample(missing)}); no embedding "
+                  "model is available to re-embed them: install fastembed or configure MNEMOSYNE_EMBEDDING_MODEL, "
+                  "then run monthly-maintenance again")
 
 
 def run_audit(connection: apsw.Connection, checker: apsw.Connection | None, options: dict[str, Any],
@@ -505,8 +504,8 @@ def run_audit(connection: apsw.Connection, checker: apsw.Connection | None, opti
         audit.fts_working = plan_fts_working(connection)
     fts_findings(audit, dry_run)
     dangling_graph_edges(connection, audit, tables)
-    canonical_duplicates(connection, audit, tables)
-    triple_invariants(connection, audit, tables, options["multi_valued_predicates"])
+    canonical_duplicates(connection, audit, tables, dry_run)
+    triple_invariants(connection, audit, tables, options["multi_valued_predicates"], dry_run)
     # Older schemas lack the lifecycle columns until Mnemosyne migrates them; skip what cannot apply.
     columns = set(database.column_names(connection, "working_memory"))
     lifecycle = {"valid_until", "superseded_by"} <= columns
@@ -515,7 +514,7 @@ def run_audit(connection: apsw.Connection, checker: apsw.Connection | None, opti
     if {"consolidated_at", "consolidation_claimed_at"} <= columns and "episodic_memory" in tables:
         orphaned_claims(connection, audit, options["claim_stale_hours"])
     if lifecycle:
-        auto_lineages(connection, audit, tables)
+        auto_lineages(connection, audit, tables, dry_run)
     unconfirmed_facts(connection, audit, tables, options["unconfirmed_fact_age_days"])
     if lifecycle:
         missing_vectors(connection, audit, tables)

@@ -55,8 +55,8 @@ def refuse_damaged(ctx: JobContext, problems: list[str]) -> JobResult:
     else:
         advice = f"no verified checkpoint was found in {ctx.settings.backups_dir}; copy the file aside before any repair"
         fix = None
-    ctx.warn("integrity-check-failed", f"PRAGMA integrity_check found {checks.plural(len(problems), 'problem')} "
-             f"(first: {first}); nothing was written; {advice}", "critical", fix=fix)
+    ctx.warn("integrity-check-failed", f"PRAGMA integrity_check problems: {len(problems)} (first: {first}); "
+             f"nothing was written; {advice}", "critical", fix=fix)
     ctx.result.stats["integrity_check"] = problems[:20]
     ctx.result.fail("the database failed PRAGMA integrity_check; no repair was attempted")
     return ctx.result
@@ -101,8 +101,8 @@ def audit_database(ctx: JobContext, connection: apsw.Connection, options: dict[s
         if table not in audit.rebuild_tables:
             audit.rebuild_tables.append(table)
             audit.add(f"fts-{table.removeprefix('fts_')}-inconsistent", "error",
-                      f"{table}: PRAGMA integrity_check reports FTS5 damage; the index "
-                      f"{'would be ' if ctx.dry_run else ''}rebuilt ('rebuild')")
+                      f"{table}: PRAGMA integrity_check reports FTS5 damage; "
+                      f"{checks.outcome('rebuilt', ctx.dry_run)} with 'rebuild'")
     planned = {closure.row_id for closure in audit.canonical_closures}
     audit.lineage_closures = [closure for closure in audit.lineage_closures if closure.row_id not in planned]
     if audit.vectors_missing:

@@ -246,7 +246,7 @@ def test_review_findings_are_reported_and_nothing_is_removed(sample, cli):
         "foreign-key-violation",
     }
     dangling = next(w for w in result["warnings"] if w["code"] == "graph-dangling-edges")
-    assert dangling["message"].startswith("2 graph edges")  # 'mem_001' -> 'topic:garden' is not judged
+    assert ": 2 (edge ids" in dangling["message"]  # 'mem_001' -> 'topic:garden' is not judged
     assert result["stats"]["graph_opaque_edges"] == 1
     assert result["changes"] == {}
     assert row_counts(db) == before
@@ -268,7 +268,7 @@ def test_rows_without_vectors_without_a_model_give_one_counted_warning(sample, c
     result = run(cli, env={"MNEMOSYNE_NO_EMBEDDINGS": "1"})
     warnings = [w for w in result["warnings"] if w["code"].startswith("vectors")]
     assert [w["code"] for w in warnings] == ["vectors-missing-no-model"]
-    assert warnings[0]["message"].startswith(f"{len(working_ids(sample.db_path)) - 1} live working rows")
+    assert warnings[0]["message"].startswith(f"live working rows without a vector: {len(working_ids(sample.db_path)) - 1} ")
     assert "vectors_reembedded" not in result["changes"]
 
 
