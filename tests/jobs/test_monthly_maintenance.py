@@ -412,3 +412,19 @@ def test_reembedding_fills_only_rows_without_vectors(sample):
     assert stored == len(ids) - 1 and again == 0
     assert vectors[ids[0]] == "[9]"  # an existing vector is never replaced
     assert vectors[ids[1]] == json.dumps([float(contents[ids[1]].count(letter)) for letter in "aeiou"])
+
+
+def test_garbled_page_without_checkpoints_says_so_and_writes_nothing(sample, cli):
+    with connect(sample.db_path) as connection:
+        page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+        root = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_wm_timestamp'").fetchone()[0]
+    with sample.db_path.open("r+b") as handle:  # an index page whose header claims to be a table leaf
+        handle.seek((root - 1) * page_size)
+        handle.write(b"\x0d\xff\xff\x7f\x7f")
+    before = file_digest(sample.db_path)
+    result = run(cli)
+    assert result["exit_code"] == 1 and result["status"] == "failed"
+    [critical] = [w for w in result["warnings"] if w["severity"] == "critical"]
+    assert critical["code"] == "integrity-check-failed" and "fix" not in critical
+    assert "no verified checkpoint was found" in critical["message"]
+    assert file_digest(sample.db_path) == before
