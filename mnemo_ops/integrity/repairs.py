@@ -86,8 +86,12 @@ def apply_closures(connection: apsw.Connection, closures: list[Closure]) -> int:
 
 
 def reembed_working_rows(connection: apsw.Connection, memory_ids: list[str], embedder,
-                         advance: Callable[[int], None] = lambda n: None) -> int:
-    """Embed rows that still lack a vector and store them in memory_embeddings; return rows stored.
+                         advance: Callable[[int], None] = lambda n: None,
+                         batch_size: int = EMBEDDING_BATCH_SIZE) -> tuple[int, str | None]:
+    """Embed rows that still lack a vector and store them in memory_embeddings.
+
+    Returns (rows stored, None) or, when the model fails part-way, (rows stored before, the error):
+    the batches already written stay, the rest waits for the next run.
 
     The model runs outside any transaction (it can be slow); each batch's write is short and skips
     rows that gained a vector meanwhile. Mnemosyne mirrors memory_embeddings into vec_working itself
@@ -95,13 +99,16 @@ def reembed_working_rows(connection: apsw.Connection, memory_ids: list[str], emb
     to fill.
     """
     stored = 0
-    for batch in database.batched(memory_ids, EMBEDDING_BATCH_SIZE):
+    for batch in database.batched(memory_ids, batch_size):
         marks = ",".join("?" * len(batch))
         rows = list(connection.execute(
             f"SELECT w.id, w.content FROM working_memory w WHERE w.id IN ({marks}) "
             "AND NOT EXISTS (SELECT 1 FROM memory_embeddings m WHERE m.memory_id = w.id)", tuple(batch)))
         if rows:
-            vectors = embedder.embed([content for _, content in rows])
+            try:
+                vectors = embedder.embed([content for _, content in rows])
+            except (RuntimeError, ValueError, OSError) as error:
+                return stored, str(error)
 
             def store(conn: apsw.Connection) -> int:
                 written = 0
@@ -116,7 +123,7 @@ def reembed_working_rows(connection: apsw.Connection, memory_ids: list[str], emb
 
             stored += database.write_batch(connection, store)
         advance(len(batch))
-    return stored
+    return stored, None
 
 
 def optimize(connection: apsw.Connection, fts_tables: list[str], merge_pages: int, max_steps: int) -> dict[str, Any]:

@@ -157,12 +157,11 @@ def _reembed(ctx: JobContext, connection: apsw.Connection, memory_ids: list[str]
     embedder = load_embedder(ctx.settings.db_path, ctx.settings.hermes_home)
     if embedder is None:
         return 0
-    try:
-        with ctx.progress.bar("re-embedding working rows", len(memory_ids)) as bar:
-            return repairs.reembed_working_rows(connection, memory_ids, embedder, bar.advance)
-    except (RuntimeError, ValueError, OSError) as error:  # the model failed: report, keep the other repairs
-        ctx.warn("vectors-reembed-failed", f"re-embedding stopped: {error}", "error")
-        return 0
+    with ctx.progress.bar("re-embedding working rows", len(memory_ids)) as bar:
+        stored, error = repairs.reembed_working_rows(connection, memory_ids, embedder, bar.advance)
+    if error:  # the model failed: report it, keep what was stored and the other repairs
+        ctx.warn("vectors-reembed-failed", f"re-embedding stopped after {stored} rows: {error}", "error")
+    return stored
 
 
 def run(ctx: JobContext) -> JobResult:

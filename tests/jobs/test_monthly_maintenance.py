@@ -409,7 +409,7 @@ def test_reembedding_fills_only_rows_without_vectors(sample):
         contents = dict(connection.execute("SELECT id, content FROM working_memory"))
     finally:
         connection.close()
-    assert stored == len(ids) - 1 and again == 0
+    assert stored == (len(ids) - 1, None) and again == (0, None)
     assert vectors[ids[0]] == "[9]"  # an existing vector is never replaced
     assert vectors[ids[1]] == json.dumps([float(contents[ids[1]].count(letter)) for letter in "aeiou"])
 
@@ -428,3 +428,28 @@ def test_garbled_page_without_checkpoints_says_so_and_writes_nothing(sample, cli
     assert critical["code"] == "integrity-check-failed" and "fix" not in critical
     assert "no verified checkpoint was found" in critical["message"]
     assert file_digest(sample.db_path) == before
+
+
+class FailingSecondCallEmbedder(LetterCountEmbedder):
+    """A test model that fails on its second batch (a model server going away mid-run)."""
+
+    def embed(self, texts: list[str]) -> list[str]:
+        if self.calls == 1:
+            raise RuntimeError("model server went away")
+        return super().embed(texts)
+
+
+def test_reembedding_keeps_finished_batches_when_the_model_fails(sample):
+    from mnemo_ops.core import database
+    from mnemo_ops.integrity import repairs
+
+    ids = working_ids(sample.db_path)
+    connection = database.connect(sample.db_path)
+    try:
+        stored, error = repairs.reembed_working_rows(connection, ids, FailingSecondCallEmbedder(), batch_size=10)
+        kept = connection.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0]
+        rest, none = repairs.reembed_working_rows(connection, ids, LetterCountEmbedder(), batch_size=10)
+    finally:
+        connection.close()
+    assert (stored, error) == (10, "model server went away") and kept == 10
+    assert (rest, none) == (len(ids) - 10, None)  # the next run embeds exactly the rest
