@@ -105,6 +105,13 @@ SCHEMA: dict[str, Any] = {
             "extra_rules": Option(list, None),
         },
     },
+    "monthly_maintenance": {
+        "unconfirmed_fact_age_days": Option(int, 180, "positive"),
+        "claim_stale_hours": Option(int, 6, "positive"),
+        "multi_valued_predicates": Option(list, []),
+        "fts_merge_pages": Option(int, 500, "positive"),
+        "fts_merge_max_steps": Option(int, 200, "positive"),
+    },
 }
 
 

@@ -1,0 +1,194 @@
+"""monthly-maintenance: integrity audit of the memory database, then safe repairs and upkeep.
+
+Order: ``PRAGMA integrity_check`` first. A database that fails it gets no writes at all: a critical
+finding, exit 1, and the exact ``mnemo-ops backup restore NAME`` command for the newest verified
+checkpoint. Otherwise every check runs read-only (mnemo_ops/integrity/checks.py), the findings are
+reported, and a real run applies the planned repairs (mnemo_ops/integrity/repairs.py), then
+``PRAGMA optimize``, bounded FTS5 merges and a passive WAL checkpoint; VACUUM only with ``--vacuum``.
+A dry run reports the same findings and the same change counts, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import apsw
+
+from mnemo_ops.core import database
+from mnemo_ops.core.context import JobContext
+from mnemo_ops.core.errors import ConfigError, DatabaseError, UsageError
+from mnemo_ops.core.results import JobResult
+from mnemo_ops.integrity import checks, repairs
+from mnemo_ops.integrity.embedding import load_embedder
+from mnemo_ops.integrity.restore_hint import newest_verified_checkpoint, restore_command
+
+INTEGER_OPTIONS = ("unconfirmed_fact_age_days", "claim_stale_hours", "fts_merge_pages", "fts_merge_max_steps")
+_FTS_TABLE_IN_MESSAGE = re.compile(r'(?:table "|main\.)(\w+)')
+
+
+def job_options(ctx: JobContext) -> dict[str, Any]:
+    """The ``monthly_maintenance`` config section, overridden by ``--option KEY=VALUE``."""
+    options = {name: ctx.settings.option(f"monthly_maintenance.{name}") for name in INTEGER_OPTIONS}
+    options["multi_valued_predicates"] = list(ctx.settings.option("monthly_maintenance.multi_valued_predicates", []))
+    if not all(isinstance(item, str) for item in options["multi_valued_predicates"]):
+        raise ConfigError(f"{ctx.settings.config_file}: key 'monthly_maintenance.multi_valued_predicates' "
+                          "must be a list of strings")
+    for name in INTEGER_OPTIONS:
+        if name in ctx.options:
+            try:
+                options[name] = int(ctx.options[name])
+            except ValueError:
+                raise UsageError(f"--option {name} must be a whole number, got {ctx.options[name]!r}") from None
+            if options[name] <= 0:
+                raise UsageError(f"--option {name} must be greater than 0")
+    return options
+
+
+def refuse_damaged(ctx: JobContext, problems: list[str]) -> JobResult:
+    """No writes on a damaged file: one critical finding with the restore command, status failed (exit 1)."""
+    name = newest_verified_checkpoint(ctx.settings.backups_dir)
+    first = problems[0][:200]
+    if name:
+        advice = f"restore the newest verified checkpoint {name}"
+        fix = restore_command(ctx.settings, name)
+    else:
+        advice = f"no verified checkpoint was found in {ctx.settings.backups_dir}; copy the file aside before any repair"
+        fix = None
+    ctx.warn("integrity-check-failed", f"PRAGMA integrity_check problems: {len(problems)} (first: {first}); "
+             f"nothing was written; {advice}", "critical", fix=fix)
+    ctx.result.stats["integrity_check"] = problems[:20]
+    ctx.result.fail("the database failed PRAGMA integrity_check; no repair was attempted")
+    return ctx.result
+
+
+def _fts_tables(connection: apsw.Connection) -> list[str]:
+    """FTS5 tables in the schema (the merge step and rebuilds apply to them)."""
+    return [row[0] for row in connection.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5%' ORDER BY name")]
+
+
+def _rebuilds_from_integrity_lines(lines: list[str], fts_tables: list[str]) -> list[str]:
+    """FTS5 tables that PRAGMA integrity_check named as damaged."""
+    named = {match for line in lines for match in _FTS_TABLE_IN_MESSAGE.findall(line)}
+    return [table for table in fts_tables if table in named]
+
+
+def _open_checker(ctx: JobContext) -> apsw.Connection | None:
+    """A writable connection for FTS5's integrity-check (an INSERT that is always rolled back).
+
+    It never checkpoints on close, so even in a dry run the database file and its WAL stay as they were.
+    None when the file cannot be opened for writing (that check is then skipped, with a note).
+    """
+    try:
+        connection = database.connect(ctx.settings.db_path, readonly=False)
+    except DatabaseError:
+        return None
+    connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
+    return connection
+
+
+def audit_database(ctx: JobContext, connection: apsw.Connection, options: dict[str, Any],
+                   integrity_fts_lines: list[str]) -> checks.Audit:
+    """Run the read-only audit and decide the vector repair (a model is looked for only when needed)."""
+    checker = _open_checker(ctx)
+    try:
+        audit = checks.run_audit(connection, checker, options, ctx.dry_run)
+    finally:
+        if checker is not None:
+            checker.close()
+    for table in _rebuilds_from_integrity_lines(integrity_fts_lines, _fts_tables(connection)):
+        if table not in audit.rebuild_tables:
+            audit.rebuild_tables.append(table)
+            audit.add(f"fts-{table.removeprefix('fts_')}-inconsistent", "error",
+                      f"{table}: PRAGMA integrity_check reports FTS5 damage; "
+                      f"{checks.outcome('rebuilt', ctx.dry_run)} with 'rebuild'")
+    planned = {closure.row_id for closure in audit.canonical_closures}
+    audit.lineage_closures = [closure for closure in audit.lineage_closures if closure.row_id not in planned]
+    if audit.vectors_missing:
+        audit.embedding_available = load_embedder(ctx.settings.db_path, ctx.settings.hermes_home) is not None
+    checks.vector_findings(audit, ctx.dry_run)
+    return audit
+
+
+def planned_changes(audit: checks.Audit) -> dict[str, int]:
+    """The writes the repairs will make, by name (what a dry run reports)."""
+    return {
+        "fts_indexes_rebuilt": len(audit.rebuild_tables),
+        "fts_entries_added": audit.fts_working.added,
+        "fts_entries_removed": audit.fts_working.removed,
+        "fts_entries_reindexed": audit.fts_working.reindexed,
+        "canonical_duplicates_closed": len(audit.canonical_closures),
+        "triples_closed": len(audit.triple_closures),
+        "auto_lineages_closed": len(audit.lineage_closures),
+        "vectors_reembedded": len(audit.vectors_missing) if audit.embedding_available else 0,
+    }
+
+
+def apply_repairs(ctx: JobContext, audit: checks.Audit, options: dict[str, Any]) -> dict[str, int]:
+    """Apply every planned repair and the upkeep; return the writes actually made."""
+    done: dict[str, int] = dict.fromkeys(planned_changes(audit), 0)
+    connection = ctx.open_db(readonly=False)
+    try:
+        for table in audit.rebuild_tables:
+            repairs.rebuild_fts(connection, table)
+            done["fts_indexes_rebuilt"] += 1
+        plan = audit.fts_working
+        with ctx.progress.bar("re-indexing fts_working", len(plan.ids)) as bar:
+            counts = repairs.reconcile_fts_working(connection, plan, bar.advance)
+        done["fts_entries_added"], done["fts_entries_removed"] = counts["added"], counts["removed"]
+        done["fts_entries_reindexed"] = counts["reindexed"]
+        done["canonical_duplicates_closed"] = repairs.apply_closures(connection, audit.canonical_closures)
+        done["triples_closed"] = repairs.apply_closures(connection, audit.triple_closures)
+        done["auto_lineages_closed"] = repairs.apply_closures(connection, audit.lineage_closures)
+        if audit.vectors_missing and audit.embedding_available:
+            done["vectors_reembedded"] = _reembed(ctx, connection, audit.vectors_missing)
+        ctx.result.stats["maintenance"] = repairs.optimize(
+            connection, _fts_tables(connection), options["fts_merge_pages"], options["fts_merge_max_steps"])
+        if ctx.options.get("vacuum"):
+            repairs.vacuum(connection)
+            ctx.result.stats["maintenance"]["vacuum"] = True
+    finally:
+        connection.close()
+    return done
+
+
+def _reembed(ctx: JobContext, connection: apsw.Connection, memory_ids: list[str]) -> int:
+    embedder = load_embedder(ctx.settings.db_path, ctx.settings.hermes_home)
+    if embedder is None:
+        return 0
+    with ctx.progress.bar("re-embedding working rows", len(memory_ids)) as bar:
+        stored, error = repairs.reembed_working_rows(connection, memory_ids, embedder, bar.advance)
+    if error:  # the model failed: report it, keep what was stored and the other repairs
+        ctx.warn("vectors-reembed-failed", f"re-embedding stopped after {stored} rows: {error}", "error")
+    return stored
+
+
+def run(ctx: JobContext) -> JobResult:
+    """Audit, then (unless a dry run) repair and tidy the memory database."""
+    options = job_options(ctx)
+    connection = ctx.open_db()
+    try:
+        core_problems, fts_lines = checks.sqlite_integrity(connection)
+        if core_problems:
+            return refuse_damaged(ctx, core_problems)
+        ctx.result.stats["integrity_check"] = "ok" if not fts_lines else fts_lines[:20]
+        audit = audit_database(ctx, connection, options, fts_lines)
+    finally:
+        connection.close()
+    for finding in audit.findings:
+        ctx.warn(finding.code, finding.message, finding.severity, fix=finding.fix)
+    ctx.result.stats.update(audit.stats)
+    ctx.result.stats["findings"] = len(audit.findings)
+    if ctx.dry_run:
+        for name, count in planned_changes(audit).items():
+            if count:
+                ctx.count(name, count)
+        ctx.result.stats["maintenance_planned"] = ["optimize", "fts merge", "wal_checkpoint(PASSIVE)"] + (
+            ["vacuum"] if ctx.options.get("vacuum") else [])
+        return ctx.result
+    ctx.before_write()
+    for name, count in apply_repairs(ctx, audit, options).items():
+        if count:
+            ctx.count(name, count)
+    return ctx.result
