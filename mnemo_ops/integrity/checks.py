@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -142,20 +143,30 @@ def foreign_key_violations(connection: apsw.Connection, audit: Audit) -> None:
                   "reported for review, nothing is removed")
 
 
-def fts_consistency_error(connection: apsw.Connection, table: str) -> str | None:
+def fts_consistency_error(connection: apsw.Connection, table: str, attempts: int = 8) -> str | None:
     """FTS5 ``integrity-check`` (rank 1: index against content) inside a transaction that is rolled back.
 
     The command is an INSERT, so it needs a writable connection, but it changes nothing; rolling back
-    makes that certain. Returns None when consistent, else the error text.
+    makes that certain. ``BEGIN IMMEDIATE`` takes the write lock up front, so when the live agent holds
+    it the busy timeout waits instead of failing at once; a busy attempt is simply tried again.
+    Returns None when consistent, else the error text.
     """
-    connection.execute("BEGIN")
-    try:
-        connection.execute(f'INSERT INTO "{table}"("{table}", rank) VALUES (\'integrity-check\', 1)')
-        return None
-    except apsw.CorruptError as error:
-        return str(error)
-    finally:
-        connection.execute("ROLLBACK")
+    for attempt in range(1, attempts + 1):
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except apsw.BusyError:
+            if attempt == attempts:
+                raise
+            time.sleep(0.05 * attempt)
+            continue
+        try:
+            connection.execute(f'INSERT INTO "{table}"("{table}", rank) VALUES (\'integrity-check\', 1)')
+            return None
+        except apsw.CorruptError as error:
+            return str(error)
+        finally:
+            connection.execute("ROLLBACK")
+    return None
 
 
 # --- fts_working against working_memory --------------------------------------------------------

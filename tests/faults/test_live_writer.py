@@ -42,7 +42,7 @@ def test_job_runs_beside_a_live_writer(sample, job):
     assert result.returncode == 0, (data.get("error"), result.stderr)
     assert data["status"] == "ok"
     report = json.loads(report_file.read_text())
-    assert report["errors"] == []
+    assert report["errors"] == [], json.dumps(report["details"], indent=1)
     assert report["written"], "the writer wrote nothing: the test proved nothing"
     connection = database.open_memory_db(sample.db_path, readonly=True)
     present = {row[0] for row in connection.execute(
