@@ -104,7 +104,10 @@ def check_free_space(settings: Settings) -> None:
 
 
 def _describe_failure(error: BaseException, settings: Settings) -> str:
-    if isinstance(error, apsw.FullError) or (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)):
+    full = isinstance(error, apsw.FullError) or (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT))
+    # SQLite reports a full disk in several ways (SQLITE_FULL, CANTOPEN when no file can be created,
+    # IOERR on a short write): the filesystem itself says whether space ran out.
+    if full or (isinstance(error, apsw.Error) and sqlite_copy.filesystem_full(settings.backups_dir)):
         return f"no space left on device in {settings.backups_dir}"
     if isinstance(error, OSError):
         where = f" ({error.filename})" if error.filename else ""

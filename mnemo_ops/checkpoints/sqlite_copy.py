@@ -15,6 +15,8 @@ never the whole database.
 from __future__ import annotations
 
 import dataclasses
+import errno
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -42,6 +44,15 @@ class SnapshotCopy:
     source_journal_mode: str
     copy_s: float
     counts_s: float
+
+
+def filesystem_full(directory: Path, reserve_bytes: int = 1 << 20) -> bool:
+    """True when `directory`'s filesystem has almost no free bytes, or no free inodes, left."""
+    try:
+        stats = os.statvfs(directory)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < reserve_bytes or (stats.f_files > 0 and stats.f_favail == 0)
 
 
 def open_readonly(path: Path, immutable: bool = False) -> apsw.Connection:
@@ -92,6 +103,13 @@ def copy_in_one_snapshot(
         # The copied header still says WAL (bytes 18-19 come from the source): switch it to rollback
         # mode so the checkpoint is a plain, self-contained file.
         target.execute("PRAGMA journal_mode = DELETE")
+    except apsw.Error as error:
+        # SQLite reports a full disk as FULL, CANTOPEN or IOERR depending on where it struck; the OS
+        # error number tells them apart, so the caller can say "no space left" plainly.
+        system_errno = target.system_errno or source.system_errno
+        if system_errno in (errno.ENOSPC, errno.EDQUOT) or filesystem_full(target_path.parent):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target_path)) from error
+        raise
     finally:
         target.close()
         source.close()
