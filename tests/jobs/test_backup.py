@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 import stat
 import subprocess
@@ -12,7 +11,6 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.checkpoints import catalog
