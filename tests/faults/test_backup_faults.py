@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -148,6 +149,29 @@ def test_backup_run_is_consistent_while_a_writer_inserts(sample, cli, tmp_path):
         manifest = json.loads((folder / "manifest.json").read_text())
         assert manifest["verification"]["ok"] and manifest["verification"]["row_counts_match"]
     assert results[-1][2] > results[0][0], "the writer kept committing during the backups"
+
+
+def test_backup_killed_mid_copy_leaves_no_checkpoint_and_the_next_run_completes(sample, cli):
+    pad_database(sample.db_path)
+    backups = sample.state_dir / "backups"
+    process = subprocess.Popen([sys.executable, "-m", "mnemo_ops", "run", "backup"], env=sample.environ(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while process.poll() is None and time.monotonic() < deadline:
+        if backups.is_dir() and any(entry.name.startswith(".tmp-") for entry in backups.iterdir()):
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.001)
+    process.wait(timeout=30)
+    if process.returncode != -signal.SIGKILL:
+        pytest.skip("the backup finished before it could be killed mid-copy on this machine")
+    assert [entry.name for entry in backups.iterdir() if catalog.valid_name(entry.name)] == []
+    completed = cli("--json", "backup", "list")
+    assert json.loads(completed.stdout) == {"checkpoints": []}
+    assert integrity_check(sample.db_path, immutable=False) == "ok"
+    completed = cli("--json", "run", "backup")
+    assert completed.returncode == 0, completed.stderr
+    assert [entry.name for entry in backups.iterdir()] == [json.loads(completed.stdout)["checkpoint"]]
 
 
 # --- a full disk -----------------------------------------------------------------------------------
