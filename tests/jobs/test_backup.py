@@ -175,6 +175,10 @@ def test_restore_to_another_path(sample, cli, tmp_path):
 
 
 def test_dry_runs_change_nothing(sample, cli):
+    before = sample_snapshot(sample)  # the very first run: not even the backups folder may appear
+    code, dry = run_json(cli, "run", "backup", "--dry-run")
+    assert code == 0 and dry["changes"] == {"checkpoints_created": 1, "checkpoints_removed": 0}
+    assert_unchanged(before, sample_snapshot(sample))
     code, result = run_json(cli, "run", "backup")
     assert code == 0
     name = result["checkpoint"]
@@ -315,3 +319,12 @@ def test_backup_skips_while_another_writer_holds_the_lock(sample, cli):
         code, result = run_json(cli, "run", "backup")
     assert code == 75 and result["status"] == "skipped"
     assert not any((sample.state_dir / "backups").glob("daily-*"))
+
+
+def test_a_symlinked_backups_folder_is_refused(sample, cli, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (sample.state_dir / "backups").symlink_to(elsewhere)
+    completed = cli("run", "backup")
+    assert completed.returncode == 1 and "symlink" in completed.stdout + completed.stderr
+    assert list(elsewhere.iterdir()) == []
