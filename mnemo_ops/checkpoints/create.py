@@ -14,6 +14,7 @@ import errno
 import os
 import shutil
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,8 @@ class CheckpointOutcome:
     stats: dict[str, Any]
 
 
-def _unique_name(settings: Settings, kind: str, job: str | None) -> tuple[str, str]:
-    moment = utc_now()
+def _unique_name(settings: Settings, kind: str, job: str | None, moment: datetime | None) -> tuple[str, str]:
+    moment = moment or utc_now()
     base = catalog.checkpoint_name(kind, job, moment)
     name, number = base, 1
     backups = settings.backups_dir
@@ -174,8 +175,9 @@ def _verify_copy(copy_path: Path, snapshot: sqlite_copy.SnapshotCopy) -> tuple[s
 
 def create_checkpoint(
     settings: Settings, kind: str, job: str | None = None, progress: ProgressReporter | None = None,
+    moment: datetime | None = None,
 ) -> CheckpointOutcome:
-    """Make one checkpoint of `kind` ("daily" or "pre-write"); see the module docstring.
+    """Make one checkpoint of `kind` ("daily" or "pre-write"), stamped `moment` (default now).
 
     Returns the outcome (verified, or kept aside in failed/ when verification failed). Raises
     CheckpointError, with nothing partial left behind, when the copy itself fails.
@@ -186,7 +188,7 @@ def create_checkpoint(
     for stale in catalog.stale_temporaries(settings):  # left by a killed run; the writer lock is ours now
         remove_tree(stale)
     check_free_space(settings)
-    name, created_at = _unique_name(settings, kind, job)
+    name, created_at = _unique_name(settings, kind, job, moment)
     temporary = backups / f"{catalog.TEMP_PREFIX}{name}"
     started = time.perf_counter()
     try:

@@ -10,9 +10,9 @@ from datetime import datetime, timedelta
 
 from mnemo_ops.checkpoints import catalog
 from mnemo_ops.checkpoints.create import CheckpointError, CheckpointOutcome, create_checkpoint, estimated_size
+from mnemo_ops.checkpoints.worker import create_in_child
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.core.results import JobResult, utc_now
 from mnemo_ops.settings import Settings
 
@@ -105,15 +105,17 @@ def recent_checkpoint(settings: Settings, minutes: int, now: datetime | None = N
     return None
 
 
-def pre_write_checkpoint(settings: Settings, job: str, progress: ProgressReporter | None = None) -> str:
+def pre_write_checkpoint(settings: Settings, job: str) -> str:
     """Take a verified ``pre-<job>`` checkpoint (or reuse one made within ``backup.reuse_minutes``); return its name.
 
+    The copy runs in a child process (``checkpoints/worker.py``): the job's own process may hold
+    Mnemosyne's connections, and two SQLite libraries on one file in one process drop each other's locks.
     Raises MnemoOpsError when no verified checkpoint could be made: the job must not write without it.
     """
     reuse = recent_checkpoint(settings, int(settings.option("backup.reuse_minutes", DEFAULT_REUSE_MINUTES)))
     if reuse is not None:
         return reuse.name
-    outcome = create_checkpoint(settings, "pre-write", job=job, progress=progress)
+    outcome = create_in_child(settings, "pre-write", job, utc_now())
     if not outcome.verified:
         raise MnemoOpsError(f"checkpoint {outcome.name} failed verification ({outcome.problems[0]}); "
                             f"kept aside in {outcome.path}")

@@ -11,11 +11,13 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.checkpoints import catalog
 from mnemo_ops.core.checkpoints import pre_write_checkpoint as runner_hook
 from mnemo_ops.core.context import JobContext
+from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.manifests import get_manifest
 from mnemo_ops.core.results import JobResult
@@ -328,3 +330,14 @@ def test_a_symlinked_backups_folder_is_refused(sample, cli, tmp_path):
     completed = cli("run", "backup")
     assert completed.returncode == 1 and "symlink" in completed.stdout + completed.stderr
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_job_does_not_write_when_its_pre_write_checkpoint_fails(sample, sample_settings):
+    corrupt_an_index(sample.db_path)
+    context = _hook_context(sample_settings, "memory-maintain")
+    with pytest.raises(MnemoOpsError) as raised:
+        context.before_write()
+    assert "pre-write checkpoint failed, nothing was written" in raised.value.message
+    assert context.result.checkpoint is None
+    failed = [info for info in catalog.list_checkpoints(sample_settings) if info.failed]
+    assert len(failed) == 1 and failed[0].name.startswith("pre-memory-maintain-")
