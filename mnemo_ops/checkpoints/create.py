@@ -173,6 +173,36 @@ def _verify_copy(copy_path: Path, snapshot: sqlite_copy.SnapshotCopy) -> tuple[s
     return integrity, copy_counts, problems
 
 
+def _manifest(settings: Settings, name: str, kind: str, job: str | None, created_at: str,
+              snapshot: sqlite_copy.SnapshotCopy, files: dict, state_info: dict, blocks_info: dict,
+              integrity: str, copy_counts: dict, problems: list[str]) -> dict[str, Any]:
+    """The manifest of docs/architecture.md ("Checkpoints"), plus what helps a person later."""
+    return {
+        "format": MANIFEST_FORMAT,
+        "name": name,
+        "kind": kind,
+        "job": job,
+        "created_at": created_at,
+        "source_db": str(settings.db_path),
+        "source_journal_mode": snapshot.source_journal_mode,
+        "page_size": snapshot.page_size,
+        "page_count": snapshot.page_count,
+        "files": files,
+        "row_counts": snapshot.row_counts,
+        "state_db": state_info,
+        "memory_blocks": blocks_info,
+        "sqlite_version": database.sqlite_version(),
+        "mnemosyne_version": mnemosyne_version(),
+        "verification": {
+            "ok": not problems,
+            "integrity_check": integrity,
+            "row_counts_match": bool(copy_counts) and copy_counts == snapshot.row_counts,
+            "problems": problems,
+            "checked_at": isoformat(utc_now()),
+        },
+    }
+
+
 def create_checkpoint(
     settings: Settings, kind: str, job: str | None = None, progress: ProgressReporter | None = None,
     moment: datetime | None = None,
@@ -215,30 +245,8 @@ def create_checkpoint(
             source_corrupt = source_check != "ok"
             if source_corrupt:
                 problems.append(f"the source database fails quick_check: {source_check}")
-        manifest = {
-            "format": MANIFEST_FORMAT,
-            "name": name,
-            "kind": kind,
-            "job": job,
-            "created_at": created_at,
-            "source_db": str(settings.db_path),
-            "source_journal_mode": snapshot.source_journal_mode,
-            "page_size": snapshot.page_size,
-            "page_count": snapshot.page_count,
-            "files": files,
-            "row_counts": snapshot.row_counts,
-            "state_db": state_info,
-            "memory_blocks": blocks_info,
-            "sqlite_version": database.sqlite_version(),
-            "mnemosyne_version": mnemosyne_version(),
-            "verification": {
-                "ok": not problems,
-                "integrity_check": integrity,
-                "row_counts_match": bool(copy_counts) and copy_counts == snapshot.row_counts,
-                "problems": problems,
-                "checked_at": isoformat(utc_now()),
-            },
-        }
+        manifest = _manifest(settings, name, kind, job, created_at, snapshot, files, state_info, blocks_info,
+                             integrity, copy_counts, problems)
         catalog.write_manifest(temporary, manifest)
         fsync_tree(temporary)
         if problems:
@@ -251,11 +259,11 @@ def create_checkpoint(
         remove_tree(temporary)
         raise
     except (OSError, apsw.Error) as error:
+        reason = _describe_failure(error, settings)  # before the cleanup frees space again
         remove_tree(temporary)
         raise CheckpointError(
-            f"backup failed: {_describe_failure(error, settings)}; the partial checkpoint was removed and "
-            "earlier checkpoints are intact",
-            code="backup-disk-full" if "no space" in _describe_failure(error, settings) else "backup-failed",
+            f"backup failed: {reason}; the partial checkpoint was removed and earlier checkpoints are intact",
+            code="backup-disk-full" if reason.startswith("no space") else "backup-failed",
         ) from None
     except BaseException:  # a timeout or an interrupt: still leave nothing partial behind
         remove_tree(temporary)
