@@ -1,0 +1,285 @@
+"""Create one checkpoint: snapshot copy, verification, hashes, manifest, fsync, atomic rename.
+
+Everything is written into ``backups/.tmp-<name>/`` first. Only a complete, verified checkpoint is
+renamed to ``backups/<name>/``; one that fails verification is renamed to ``backups/failed/<name>/``
+(kept for inspection, never counted by retention); a copy that fails part-way (full disk, I/O
+error, kill) leaves nothing behind but the temporary folder, which is removed at once (or by the
+next run after a kill), so earlier checkpoints are never touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from mnemo_ops.checkpoints import catalog, sqlite_copy
+from mnemo_ops.checkpoints.files import (
+    copy_private_file, ensure_private_dir, fsync_path, fsync_tree, remove_tree, sha256_file,
+)
+from mnemo_ops.core import database
+from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.core.mnemosyne_api import mnemosyne_version
+from mnemo_ops.core.progress import ProgressReporter
+from mnemo_ops.core.results import isoformat, utc_now
+from mnemo_ops.settings import Settings
+
+MANIFEST_FORMAT = 1
+FREE_SPACE_RESERVE_BYTES = 1 << 20
+"""Room left over after the estimated checkpoint size: never fill the disk the agent writes to."""
+STATE_TABLES = ("runs",)
+
+
+class CheckpointError(MnemoOpsError):
+    """A checkpoint could not be made; nothing partial was left behind. Carries a warning code."""
+
+    def __init__(self, message: str, code: str = "backup-failed", severity: str = "error"):
+        super().__init__(message)
+        self.code = code
+        self.severity = severity
+
+
+@dataclasses.dataclass
+class CheckpointOutcome:
+    """The checkpoint that was made (verified, or kept aside in failed/) and how it went."""
+
+    name: str
+    path: Path
+    verified: bool
+    manifest: dict[str, Any]
+    problems: list[str]
+    source_corrupt: bool
+    stats: dict[str, Any]
+
+
+def _unique_name(settings: Settings, kind: str, job: str | None, moment: datetime | None) -> tuple[str, str]:
+    moment = moment or utc_now()
+    base = catalog.checkpoint_name(kind, job, moment)
+    name, number = base, 1
+    backups = settings.backups_dir
+    while any(path.exists() for path in (backups / name, backups / catalog.FAILED_DIR / name,
+                                          backups / f"{catalog.TEMP_PREFIX}{name}")):
+        number += 1
+        name = f"{base}-{number}"
+    return name, isoformat(moment)
+
+
+def _memory_block_files(settings: Settings) -> list[Path]:
+    """Regular files directly in the memory blocks folder (not symlinks, not Hermes' ``.lock`` files)."""
+    folder = settings.memory_blocks_dir
+    if not folder.is_dir() or folder.is_symlink():
+        return []
+    return sorted(entry for entry in folder.iterdir()
+                  if entry.is_file() and not entry.is_symlink() and not entry.name.endswith(".lock"))
+
+
+def _file_size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
+
+
+def estimated_size(settings: Settings) -> int:
+    """An upper bound of the checkpoint's size: the DB and its WAL, state.db, the memory blocks."""
+    db = settings.db_path
+    return (_file_size(db) + _file_size(Path(f"{db}-wal")) + _file_size(settings.state_db_path)
+            + sum(_file_size(path) for path in _memory_block_files(settings)))
+
+
+def check_free_space(settings: Settings) -> None:
+    """Refuse (CheckpointError) before writing anything when the backups folder lacks room.
+
+    A checkpoint that fills the disk would also break the live agent when both share a filesystem.
+    """
+    needed = estimated_size(settings) + FREE_SPACE_RESERVE_BYTES
+    free = shutil.disk_usage(settings.backups_dir).free
+    if free < needed:
+        raise CheckpointError(
+            f"not enough free space in {settings.backups_dir}: {free:,} bytes free, about {needed:,} needed; "
+            "nothing was written and earlier checkpoints are intact", code="backup-disk-full")
+
+
+def _describe_failure(error: BaseException, settings: Settings) -> str:
+    full = isinstance(error, apsw.FullError) or (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT))
+    # SQLite reports a full disk in several ways (SQLITE_FULL, CANTOPEN when no file can be created,
+    # IOERR on a short write): the filesystem itself says whether space ran out.
+    if full or (isinstance(error, apsw.Error) and sqlite_copy.filesystem_full(settings.backups_dir)):
+        return f"no space left on device in {settings.backups_dir}"
+    if isinstance(error, OSError):
+        where = f" ({error.filename})" if error.filename else ""
+        return f"{error.strerror or error}{where}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _copy_database(settings: Settings, target: Path, progress: ProgressReporter) -> sqlite_copy.SnapshotCopy:
+    with progress.bar("copying mnemosyne.db (one snapshot)") as bar:
+        seen = {"done": 0, "total": None}
+
+        def on_pages(done: int, total: int) -> None:
+            if seen["total"] != total:
+                seen["total"] = total
+                bar.update(total=total)
+            bar.advance(done - seen["done"])
+            seen["done"] = done
+
+        return sqlite_copy.copy_in_one_snapshot(settings.db_path, target, on_pages=on_pages)
+
+
+def _copy_state(settings: Settings, folder: Path) -> dict[str, Any]:
+    source = settings.state_db_path
+    if not source.is_file() or source.is_symlink():
+        return {"present": False}
+    target = folder / catalog.STATE_FILE
+    copy = sqlite_copy.copy_in_one_snapshot(source, target, tables=STATE_TABLES, pages_per_step=-1)
+    return {"present": True, "row_counts": copy.row_counts, "integrity_check": sqlite_copy.integrity_check(target)}
+
+
+def _copy_memory_blocks(settings: Settings, folder: Path) -> dict[str, Any]:
+    files = _memory_block_files(settings)
+    target = ensure_private_dir(folder / catalog.MEMORY_BLOCKS)
+    for path in files:
+        copy_private_file(path, target / path.name)
+    return {"source": str(settings.memory_blocks_dir), "present": settings.memory_blocks_dir.is_dir(),
+            "files": [path.name for path in files]}
+
+
+def _hash_files(folder: Path, progress: ProgressReporter) -> dict[str, dict[str, Any]]:
+    paths = sorted(path for path in folder.rglob("*") if path.is_file() and path.name != catalog.MANIFEST)
+    total = sum(path.stat().st_size for path in paths)
+    files: dict[str, dict[str, Any]] = {}
+    with progress.bar("hashing the checkpoint", total=total) as bar:
+        for path in paths:
+            files[path.relative_to(folder).as_posix()] = {
+                "sha256": sha256_file(path, on_bytes=bar.advance), "size": path.stat().st_size,
+            }
+    return files
+
+
+def _verify_copy(copy_path: Path, snapshot: sqlite_copy.SnapshotCopy) -> tuple[str, dict, list[str]]:
+    integrity = sqlite_copy.integrity_check(copy_path)
+    problems = [] if integrity == "ok" else [f"integrity_check on the copy: {integrity}"]
+    try:
+        copy_counts = sqlite_copy.counts_of(copy_path)
+    except apsw.Error as error:
+        copy_counts = {}
+        problems.append(f"cannot count rows in the copy: {error}")
+    if copy_counts and copy_counts != snapshot.row_counts:
+        problems.append(f"row counts of the copy {copy_counts} differ from its snapshot {snapshot.row_counts}")
+    return integrity, copy_counts, problems
+
+
+def _manifest(settings: Settings, name: str, kind: str, job: str | None, created_at: str,
+              snapshot: sqlite_copy.SnapshotCopy, files: dict, state_info: dict, blocks_info: dict,
+              integrity: str, copy_counts: dict, problems: list[str]) -> dict[str, Any]:
+    """The manifest of docs/architecture.md ("Checkpoints"), plus what helps a person later."""
+    return {
+        "format": MANIFEST_FORMAT,
+        "name": name,
+        "kind": kind,
+        "job": job,
+        "created_at": created_at,
+        "source_db": str(settings.db_path),
+        "source_journal_mode": snapshot.source_journal_mode,
+        "page_size": snapshot.page_size,
+        "page_count": snapshot.page_count,
+        "files": files,
+        "row_counts": snapshot.row_counts,
+        "state_db": state_info,
+        "memory_blocks": blocks_info,
+        "sqlite_version": database.sqlite_version(),
+        "mnemosyne_version": mnemosyne_version(),
+        "verification": {
+            "ok": not problems,
+            "integrity_check": integrity,
+            "row_counts_match": bool(copy_counts) and copy_counts == snapshot.row_counts,
+            "problems": problems,
+            "checked_at": isoformat(utc_now()),
+        },
+    }
+
+
+def create_checkpoint(
+    settings: Settings, kind: str, job: str | None = None, progress: ProgressReporter | None = None,
+    moment: datetime | None = None,
+) -> CheckpointOutcome:
+    """Make one checkpoint of `kind` ("daily" or "pre-write"), stamped `moment` (default now).
+
+    Returns the outcome (verified, or kept aside in failed/ when verification failed). Raises
+    CheckpointError, with nothing partial left behind, when the copy itself fails.
+    """
+    progress = progress or ProgressReporter(False)
+    database.check_database_file(settings.db_path)
+    backups = ensure_private_dir(settings.backups_dir)
+    for stale in catalog.stale_temporaries(settings):  # left by a killed run; the writer lock is ours now
+        remove_tree(stale)
+    check_free_space(settings)
+    name, created_at = _unique_name(settings, kind, job, moment)
+    temporary = backups / f"{catalog.TEMP_PREFIX}{name}"
+    started = time.perf_counter()
+    try:
+        ensure_private_dir(temporary)
+        db_copy = temporary / catalog.DATABASE_FILE
+        try:
+            snapshot = _copy_database(settings, db_copy, progress)
+        except (apsw.CorruptError, apsw.NotADBError) as error:
+            raise CheckpointError(
+                f"the source database is corrupt ({error}); no checkpoint was made and earlier ones are intact",
+                code="source-db-corrupt", severity="critical") from None
+        verify_started = time.perf_counter()
+        integrity, copy_counts, problems = _verify_copy(db_copy, snapshot)
+        verify_s = time.perf_counter() - verify_started
+        state_info = _copy_state(settings, temporary)
+        blocks_info = _copy_memory_blocks(settings, temporary)
+        hash_started = time.perf_counter()
+        files = _hash_files(temporary, progress)
+        hash_s = time.perf_counter() - hash_started
+        source_corrupt = False
+        if problems:
+            # Tell a damaged source (critical: the live DB needs attention) from a bad copy.
+            source_check = sqlite_copy.quick_check(settings.db_path)
+            source_corrupt = source_check != "ok"
+            if source_corrupt:
+                problems.append(f"the source database fails quick_check: {source_check}")
+        manifest = _manifest(settings, name, kind, job, created_at, snapshot, files, state_info, blocks_info,
+                             integrity, copy_counts, problems)
+        catalog.write_manifest(temporary, manifest)
+        fsync_tree(temporary)
+        if problems:
+            destination = ensure_private_dir(backups / catalog.FAILED_DIR) / name
+        else:
+            destination = backups / name
+        os.rename(temporary, destination)
+        fsync_path(destination.parent)
+    except CheckpointError:
+        remove_tree(temporary)
+        raise
+    except (OSError, apsw.Error) as error:
+        reason = _describe_failure(error, settings)  # before the cleanup frees space again
+        remove_tree(temporary)
+        raise CheckpointError(
+            f"backup failed: {reason}; the partial checkpoint was removed and earlier checkpoints are intact",
+            code="backup-disk-full" if reason.startswith("no space") else "backup-failed",
+        ) from None
+    except BaseException:  # a timeout or an interrupt: still leave nothing partial behind
+        remove_tree(temporary)
+        raise
+    stats = {
+        "name": name,
+        "path": str(destination),
+        "db_bytes": snapshot.page_size * snapshot.page_count,
+        "size_bytes": sum(entry["size"] for entry in files.values()),
+        "row_counts": snapshot.row_counts,
+        "copy_s": snapshot.copy_s,
+        "counts_s": snapshot.counts_s,
+        "verify_s": round(verify_s, 3),
+        "hash_s": round(hash_s, 3),
+        "total_s": round(time.perf_counter() - started, 3),
+    }
+    if state_info.get("present") and state_info.get("integrity_check") != "ok":
+        stats["state_db_problem"] = state_info.get("integrity_check")
+    return CheckpointOutcome(name, destination, not problems, manifest, problems, source_corrupt, stats)

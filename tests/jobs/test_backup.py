@@ -1,0 +1,343 @@
+"""The backup job and the backup commands, against real sample homes, real files and the real lock."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import stat
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+
+from mnemo_ops.checkpoints import catalog
+from mnemo_ops.core.checkpoints import pre_write_checkpoint as runner_hook
+from mnemo_ops.core.context import JobContext
+from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.core.lock import WriterLock, lock_path_for
+from mnemo_ops.core.manifests import get_manifest
+from mnemo_ops.core.results import JobResult
+from mnemo_ops.core.runner import run_job
+from tests.purity import assert_unchanged, sample_snapshot
+
+
+def run_json(cli, *args):
+    """Run the CLI with --json; return (exit code, parsed object)."""
+    completed = cli("--json", *args)
+    try:
+        data = json.loads(completed.stdout)
+    except ValueError:
+        raise AssertionError(f"not one JSON object: {completed.stdout!r} / {completed.stderr!r}") from None
+    return completed.returncode, data
+
+
+def logical_dump(db_path: Path) -> list[str]:
+    """A logical SQL dump of a database (read-only)."""
+    connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        return list(connection.iterdump())
+    finally:
+        connection.close()
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def corrupt_an_index(db_path: Path, index: str = "idx_timestamp") -> None:
+    """Overwrite the body of one index page (the database must have no WAL content)."""
+    connection = sqlite3.connect(db_path)
+    root, = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()
+    page_size, = connection.execute("PRAGMA page_size").fetchone()
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    with db_path.open("r+b") as handle:
+        handle.seek((root - 1) * page_size + 8)
+        handle.write(b"\xa5" * (page_size - 8))
+
+
+def mnemosyne_counts(layout) -> dict:
+    """Open the DB through the real Mnemosyne in a child process; return its recall result and counts."""
+    code = (
+        "import json, sqlite3\n"
+        "from mnemosyne.core.memory import Mnemosyne\n"
+        f"memory = Mnemosyne(session_id='garden-2026-10-20', db_path={str(layout.db_path)!r})\n"
+        "hits = memory.recall('tomato', top_k=3)\n"
+        f"connection = sqlite3.connect({str(layout.db_path)!r})\n"
+        "count = connection.execute('SELECT count(*) FROM working_memory').fetchone()[0]\n"
+        "print(json.dumps({'hits': len(hits), 'working_memory': count}))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], env=layout.environ(), capture_output=True, text=True,
+                               timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def test_backup_makes_a_verified_private_checkpoint(sample, cli):
+    code, first = run_json(cli, "run", "backup")
+    assert code == 0, first
+    code, result = run_json(cli, "run", "backup")  # the second one also holds the ledger (state.db)
+    assert code == 0 and result["status"] == "ok", result
+    folder = sample.state_dir / "backups" / result["checkpoint"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["kind"] == "daily" and manifest["verification"]["ok"] is True
+    assert manifest["verification"]["integrity_check"] == "ok"
+    assert manifest["source_db"] == str(sample.db_path)
+    assert set(manifest["files"]) == {"mnemosyne.db", "state.db", "memory_blocks/MEMORY.md", "memory_blocks/USER.md"}
+    for relative, entry in manifest["files"].items():
+        assert sha256(folder / relative) == entry["sha256"] and (folder / relative).stat().st_size == entry["size"]
+    for block in ("MEMORY.md", "USER.md"):
+        assert (folder / "memory_blocks" / block).read_bytes() == (sample.memory_blocks_dir / block).read_bytes()
+    live = sqlite3.connect(f"file:{sample.db_path}?mode=ro", uri=True)
+    assert manifest["row_counts"]["working_memory"] == live.execute("SELECT count(*) FROM working_memory").fetchone()[0]
+    live.close()
+    assert manifest["row_counts"]["working_memory"] > 0
+    # Permissions: every folder 0700, every file 0600, including backups/ itself.
+    for path in [sample.state_dir / "backups", *folder.rglob("*"), folder]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+    # The copy is a self-contained rollback-journal file: checking it creates no -wal/-shm.
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "memory_blocks", "mnemosyne.db", "state.db"]
+    assert result["changes"] == {"checkpoints_created": 1, "checkpoints_removed": 0}
+    assert first["checkpoint"] != result["checkpoint"]
+
+
+def test_list_json_and_verify(sample, cli):
+    code, result = run_json(cli, "run", "backup")
+    assert code == 0
+    code, listing = run_json(cli, "backup", "list")
+    assert code == 0 and list(listing) == ["checkpoints"]
+    entry, = listing["checkpoints"]
+    assert {"name", "kind", "created_at", "path", "size_bytes", "verified"} <= set(entry)
+    assert entry["name"] == result["checkpoint"] and entry["kind"] == "daily" and entry["verified"] is True
+    assert entry["size_bytes"] >= sample.db_path.stat().st_size
+    code, report = run_json(cli, "backup", "verify", entry["name"])
+    assert code == 0 and report["ok"] is True and report["integrity_check"] == "ok"
+    # Tampering with any file is found by its sha256, and a restore then refuses and changes nothing.
+    block = Path(entry["path"]) / "memory_blocks" / "MEMORY.md"
+    block.write_text(block.read_text() + "tampered\n")
+    code, report = run_json(cli, "backup", "verify", entry["name"])
+    assert code == 1 and report["ok"] is False
+    assert any("MEMORY.md: size" in problem or "MEMORY.md: sha256" in problem for problem in report["problems"])
+    before = sha256(sample.db_path)
+    completed = cli("backup", "restore", entry["name"])
+    assert completed.returncode == 1 and "does not verify" in completed.stderr
+    assert sha256(sample.db_path) == before
+    completed = cli("backup", "verify", "daily-20990101T000000Z")
+    assert completed.returncode == 2 and "no checkpoint named" in completed.stderr
+
+
+def test_round_trip_restore_brings_back_the_exact_database(sample, cli):
+    original = logical_dump(sample.db_path)
+    code, result = run_json(cli, "run", "backup")
+    assert code == 0
+    name = result["checkpoint"]
+    # Change the database through Mnemosyne itself and by SQL.
+    change = (
+        "from mnemosyne.core.memory import Mnemosyne\n"
+        f"Mnemosyne(session_id='later', db_path={str(sample.db_path)!r}).remember('A memory written after the backup',"
+        " source='user', importance=0.9)\n"
+    )
+    subprocess.run([sys.executable, "-c", change], env=sample.environ(), check=True, capture_output=True, timeout=120)
+    connection = sqlite3.connect(sample.db_path)
+    with connection:
+        connection.execute("UPDATE working_memory SET importance = 0.01")
+    connection.close()
+    changed = logical_dump(sample.db_path)
+    assert changed != original
+    code, restored = run_json(cli, "backup", "restore", name)
+    assert code == 0, restored
+    assert logical_dump(sample.db_path) == original
+    assert restored["row_counts"] == json.loads(
+        (sample.state_dir / "backups" / name / "manifest.json").read_text())["row_counts"]
+    # The database that was replaced is kept, with its WAL, in restore-safety/.
+    safety = Path(restored["safety_dir"])
+    assert safety.parent == sample.state_dir / "restore-safety"
+    assert stat.S_IMODE(safety.stat().st_mode) == 0o700 and stat.S_IMODE(safety.parent.stat().st_mode) == 0o700
+    assert logical_dump(safety / "mnemosyne.db") == changed
+    # Mnemosyne opens the restored DB, recalls from it, and sees the manifest's row count.
+    opened = mnemosyne_counts(sample)
+    assert opened["working_memory"] == restored["row_counts"]["working_memory"]
+    assert opened["hits"] > 0
+
+
+def test_restore_to_another_path(sample, cli, tmp_path):
+    code, result = run_json(cli, "run", "backup")
+    assert code == 0
+    target = tmp_path / "elsewhere" / "restored.db"
+    code, restored = run_json(cli, "backup", "restore", result["checkpoint"], "--to", str(target))
+    assert code == 0 and restored["target"] == str(target) and restored["moved_aside"] == []
+    assert logical_dump(target) == logical_dump(sample.db_path)
+    mode = sqlite3.connect(target).execute("PRAGMA journal_mode").fetchone()[0]
+    assert mode == "wal"
+
+
+def test_dry_runs_change_nothing(sample, cli):
+    before = sample_snapshot(sample)  # the very first run: not even the backups folder may appear
+    code, dry = run_json(cli, "run", "backup", "--dry-run")
+    assert code == 0 and dry["changes"] == {"checkpoints_created": 1, "checkpoints_removed": 0}
+    assert_unchanged(before, sample_snapshot(sample))
+    code, result = run_json(cli, "run", "backup")
+    assert code == 0
+    name = result["checkpoint"]
+    before = sample_snapshot(sample)
+    code, dry = run_json(cli, "run", "backup", "--dry-run")
+    assert code == 0 and dry["status"] == "dry-run"
+    assert dry["changes"] == {"checkpoints_created": 1, "checkpoints_removed": 0}
+    code, plan = run_json(cli, "backup", "restore", name, "--dry-run")
+    assert code == 0 and plan["restored"] is False and plan["verification"]["ok"] is True
+    assert str(sample.db_path) in plan["moved_aside"]
+    assert run_json(cli, "backup", "list")[0] == 0
+    assert run_json(cli, "backup", "verify", name)[0] == 0
+    assert_unchanged(before, sample_snapshot(sample))
+
+
+def test_restore_refuses_while_the_writer_lock_is_held(sample, cli):
+    code, result = run_json(cli, "run", "backup")
+    assert code == 0
+    before = sha256(sample.db_path)
+    with WriterLock(lock_path_for(sample.state_dir, sample.db_path), "memory-maintain"):
+        completed = cli("backup", "restore", result["checkpoint"])
+    assert completed.returncode == 75 and "memory-maintain" in completed.stderr
+    assert sha256(sample.db_path) == before
+    assert not (sample.state_dir / "restore-safety").exists()
+
+
+def test_restore_refuses_while_another_process_has_the_database_open(sample, cli):
+    code, result = run_json(cli, "run", "backup")
+    assert code == 0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sqlite3, sys, time\n"
+         f"c = sqlite3.connect({str(sample.db_path)!r}); c.execute('SELECT count(*) FROM working_memory').fetchall()\n"
+         "print('ready', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        completed = cli("backup", "restore", result["checkpoint"])
+        assert completed.returncode == 1 and f"pid {holder.pid}" in completed.stderr
+        assert not (sample.state_dir / "restore-safety").exists()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def test_corrupt_source_is_critical_and_never_replaces_a_good_checkpoint(sample, cli):
+    code, good = run_json(cli, "run", "backup")
+    assert code == 0
+    corrupt_an_index(sample.db_path)
+    code, result = run_json(cli, "run", "backup")
+    assert code == 1 and result["status"] == "failed"
+    codes = {warning["code"]: warning["severity"] for warning in result["warnings"]}
+    assert codes.get("source-db-corrupt") == "critical"
+    code, listing = run_json(cli, "backup", "list")
+    by_name = {entry["name"]: entry for entry in listing["checkpoints"]}
+    assert by_name[good["checkpoint"]]["verified"] is True
+    failed = [entry for entry in listing["checkpoints"] if entry["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["verified"] is False
+    assert Path(failed[0]["path"]).parent == sample.state_dir / "backups" / "failed"
+    assert run_json(cli, "backup", "verify", good["checkpoint"])[0] == 0
+    assert run_json(cli, "backup", "verify", failed[0]["name"])[0] == 1
+    completed = cli("backup", "restore", failed[0]["name"])
+    assert completed.returncode == 1 and "refusing" in completed.stderr
+
+
+def test_retention_keeps_seven_verified_across_ten_runs_and_a_bad_night(sample, sample_settings):
+    good_bytes = sample.db_path.read_bytes()
+    start = datetime(2026, 11, 1, 2, 0, tzinfo=timezone.utc)
+    names = []
+    for day in range(10):
+        with freeze_time(start + timedelta(days=day)):
+            result = run_job(sample_settings, "backup", show_progress=False)
+        assert result.status == "ok", result.error
+        names.append(result.checkpoint)
+    daily = [info.name for info in catalog.list_checkpoints(sample_settings) if info.verified]
+    assert daily == names[-7:]
+    # A bad night: the checkpoint fails verification, is kept aside, and pushes nothing out.
+    corrupt_an_index(sample.db_path)
+    with freeze_time(start + timedelta(days=10)):
+        result = run_job(sample_settings, "backup", show_progress=False)
+    assert result.status == "failed" and result.exit_code == 1
+    assert [info.name for info in catalog.list_checkpoints(sample_settings) if info.verified] == names[-7:]
+    assert len([info for info in catalog.list_checkpoints(sample_settings) if info.failed]) == 1
+    # The next good night rotates normally again.
+    for suffix in ("-wal", "-shm"):
+        Path(f"{sample.db_path}{suffix}").unlink(missing_ok=True)
+    sample.db_path.write_bytes(good_bytes)
+    with freeze_time(start + timedelta(days=11)):
+        result = run_job(sample_settings, "backup", show_progress=False)
+    assert result.status == "ok" and result.changes == {"checkpoints_created": 1, "checkpoints_removed": 1}
+    assert [info.name for info in catalog.list_checkpoints(sample_settings) if info.verified] == \
+        names[-6:] + [result.checkpoint]
+
+
+def _hook_context(settings, job: str) -> JobContext:
+    manifest = get_manifest(settings, job)
+    assert manifest.checkpoint == "before-write"
+    return JobContext(settings=settings, manifest=manifest, dry_run=False, result=JobResult(job=job),
+                      checkpoint_hook=runner_hook)
+
+
+def test_pre_write_checkpoints_are_reused_briefly_and_keep_seven(sample_settings):
+    start = datetime(2026, 11, 1, 9, 0, tzinfo=timezone.utc)
+    with freeze_time(start):
+        context = _hook_context(sample_settings, "memory-maintain")
+        context.before_write()
+        context.before_write()  # once per run
+        first = context.result.checkpoint
+    assert first.startswith("pre-memory-maintain-20261101T090000Z")
+    with freeze_time(start + timedelta(minutes=5)):  # within backup.reuse_minutes: reused
+        context = _hook_context(sample_settings, "evening-batch")
+        context.before_write()
+        assert context.result.checkpoint == first
+    made = [first]
+    for hour in range(1, 10):
+        with freeze_time(start + timedelta(hours=hour)):
+            context = _hook_context(sample_settings, "evening-batch")
+            context.before_write()
+            made.append(context.result.checkpoint)
+    assert len(set(made)) == 10
+    pre_write = [info for info in catalog.list_checkpoints(sample_settings) if info.kind == "pre-write"]
+    assert [info.name for info in pre_write] == made[-7:]
+    assert all(info.verified and info.job == "evening-batch" for info in pre_write)
+
+
+def test_stale_temporary_folders_are_cleaned_and_ignored(sample, cli):
+    backups = sample.state_dir / "backups"
+    stale = backups / ".tmp-daily-20261101T020000Z"
+    stale.mkdir(parents=True)
+    (stale / "mnemosyne.db").write_bytes(b"half a copy")
+    code, listing = run_json(cli, "backup", "list")
+    assert listing == {"checkpoints": []}
+    code, result = run_json(cli, "run", "backup")
+    assert code == 0 and not stale.exists()
+
+
+def test_backup_skips_while_another_writer_holds_the_lock(sample, cli):
+    with WriterLock(lock_path_for(sample.state_dir, sample.db_path), "evening-batch"):
+        code, result = run_json(cli, "run", "backup")
+    assert code == 75 and result["status"] == "skipped"
+    assert not any((sample.state_dir / "backups").glob("daily-*"))
+
+
+def test_a_symlinked_backups_folder_is_refused(sample, cli, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (sample.state_dir / "backups").symlink_to(elsewhere)
+    completed = cli("run", "backup")
+    assert completed.returncode == 1 and "symlink" in completed.stdout + completed.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_job_does_not_write_when_its_pre_write_checkpoint_fails(sample, sample_settings):
+    corrupt_an_index(sample.db_path)
+    context = _hook_context(sample_settings, "memory-maintain")
+    with pytest.raises(MnemoOpsError) as raised:
+        context.before_write()
+    assert "pre-write checkpoint failed, nothing was written" in raised.value.message
+    assert context.result.checkpoint is None
+    failed = [info for info in catalog.list_checkpoints(sample_settings) if info.failed]
+    assert len(failed) == 1 and failed[0].name.startswith("pre-memory-maintain-")
