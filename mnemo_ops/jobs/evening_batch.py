@@ -108,7 +108,7 @@ def topic_map_step(ctx: JobContext, batch: BatchState) -> None:
                 with ctx.progress.bar("topic map: salient terms", total=len(memories)) as bar:
                     topic_map, changes = build_full(memories, extractor, options, previous, progress=bar)
             else:
-                topic_map, changes = update_incremental(previous, memories, extractor, options)
+                topic_map, changes = update_incremental(previous, memories, extractor, options, (changed, removed))
         finally:
             connection.close()
         batch.topic_map, batch.memories = topic_map, memories

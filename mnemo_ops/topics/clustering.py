@@ -17,8 +17,9 @@ share an anchor term.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import apsw
 from rapidfuzz import fuzz, process
@@ -103,15 +104,27 @@ class Topic:
     def remove(self, key: str, terms: Iterable[str]) -> None:
         """Remove a member and its terms."""
         self.members.discard(key)
-        self.term_counts.subtract(terms)
-        for term in [term for term, count in self.term_counts.items() if count <= 0]:
-            del self.term_counts[term]
+        for term in terms:
+            count = self.term_counts.get(term, 0) - 1
+            if count > 0:
+                self.term_counts[term] = count
+            else:
+                self.term_counts.pop(term, None)
 
     def top_terms(self, limit: int) -> list[str]:
         """The label first, then the members' most shared terms (ties alphabetical)."""
-        others = sorted((term for term in self.term_counts if term != self.label),
-                        key=lambda term: (-self.term_counts[term], term))
-        return [self.label, *others[:max(0, limit - 1)]]
+        others = heapq.nsmallest(limit, ((-count, term) for term, count in self.term_counts.items()
+                                         if term != self.label))
+        return [self.label, *(term for _, term in others)][:max(1, limit)]
+
+    def kept_term_counts(self, limit: int = 200) -> dict[str, int]:
+        """The counts worth storing: the `limit` most shared terms, which are what can describe the topic.
+
+        Rarer terms are dropped from storage, so after many incremental updates a term's count can lag;
+        a ``--rebuild`` recounts everything.
+        """
+        kept = heapq.nsmallest(limit, ((-count, term) for term, count in self.term_counts.items()))
+        return {term: -negative for negative, term in sorted(kept, key=lambda pair: pair[1])}
 
     @property
     def size(self) -> int:
@@ -126,7 +139,14 @@ class TopicMap:
     topics: dict[str, Topic] = dataclasses.field(default_factory=dict)
     assignments: dict[str, str | None] = dataclasses.field(default_factory=dict)
     terms: dict[str, str] = dataclasses.field(default_factory=dict)  # space-joined, as stored
-    fingerprints: dict[str, str] = dataclasses.field(default_factory=dict)
+    fingerprints: dict[str, int] = dataclasses.field(default_factory=dict)
+    load_terms: Callable[[list[str]], dict[str, str]] | None = None  # reads stored terms on demand
+
+    def ensure_terms(self, keys: Iterable[str]) -> None:
+        """Make sure the stored terms of `keys` are at hand (read them from the store when not)."""
+        missing = [key for key in keys if key not in self.terms and key in self.assignments]
+        if missing and self.load_terms is not None:
+            self.terms.update(self.load_terms(missing))
 
     def member_terms(self, key: str) -> list[str]:
         """The stored salient terms of a memory."""
@@ -274,13 +294,17 @@ def build_full(memories: dict[str, LiveMemory], extractor: TermExtractor, option
 
 
 def update_incremental(previous: TopicMap, memories: dict[str, LiveMemory], extractor: TermExtractor,
-                       options: MapOptions) -> tuple[TopicMap, MapChanges]:
-    """(Re)assign only new, changed and gone memories; `previous` is updated in place and returned."""
+                       options: MapOptions, diff: tuple[list[str], list[str]] | None = None) -> tuple[TopicMap, MapChanges]:
+    """(Re)assign only new, changed and gone memories; `previous` is updated in place and returned.
+
+    `diff` is ``changed_keys(previous, memories)`` when the caller has it already.
+    """
     topic_map = previous
-    changed, removed = changed_keys(previous, memories)
+    changed, removed = diff if diff is not None else changed_keys(previous, memories)
     changes = MapChanges(mode="incremental", live_memories=len(memories), changed_memories=len(changed),
                          removed_memories=len(removed), changed_keys=set(changed), removed_keys=set(removed))
     touched: set[str] = set()
+    topic_map.ensure_terms([*removed, *changed])
 
     def detach(key: str) -> None:
         label = topic_map.assignments.get(key)

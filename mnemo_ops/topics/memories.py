@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import zlib
 from datetime import datetime
 from typing import NamedTuple
 
@@ -25,12 +25,17 @@ class LiveMemory(NamedTuple):
     importance: float
     recall_count: int
     timestamp: str
-    fingerprint: str
+    fingerprint: int
 
 
-def fingerprint(content: str) -> str:
-    """A short content hash: what tells a changed memory from an unchanged one."""
-    return hashlib.blake2b(content.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+def fingerprint(content: str) -> int:
+    """CRC-32 of the content, seeded with its byte length: what tells a changed memory from an unchanged one.
+
+    Change detection only, not security: this runs over every live memory each evening, where a
+    cryptographic hash object per row would cost more than the rest of an incremental update.
+    """
+    data = content.encode("utf-8", "surrogatepass")
+    return zlib.crc32(data, len(data) & 0xFFFFFFFF)
 
 
 def memory_key(kind: str, memory_id: str) -> str:
@@ -42,16 +47,18 @@ def load_live_memories(connection: apsw.Connection, now: datetime | None = None)
     """All live memories keyed by map key. Mnemosyne stamps valid_until as naive local ISO, so compare so."""
     now_iso = (now or datetime.now()).isoformat()
     memories: dict[str, LiveMemory] = {}
+    make = tuple.__new__  # the NamedTuple without its per-call argument handling: 100k rows a night
     for kind, (prefix, table, _fts) in KINDS.items():
         rows = connection.execute(
-            f"SELECT id, content, COALESCE(importance, 0.5), COALESCE(recall_count, 0), COALESCE(timestamp, '') "
+            f"SELECT '{prefix}:' || id, '{kind}', id, COALESCE(content, ''), COALESCE(importance, 0.5), "
+            f"COALESCE(recall_count, 0), COALESCE(timestamp, ''), length(CAST(COALESCE(content, '') AS BLOB)) "
             f"FROM {table} WHERE superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?)",
-            (now_iso,))
-        for memory_id, content, importance, recall_count, timestamp in rows:
-            content = content or ""
-            key = f"{prefix}:{memory_id}"
-            memories[key] = LiveMemory(key, kind, memory_id, content, float(importance), int(recall_count),
-                                       str(timestamp), fingerprint(content))
+            (now_iso,)).fetchall()
+        crc = zlib.crc32
+        memories.update({
+            row[0]: make(LiveMemory, (*row[:7], crc(row[3].encode("utf-8", "surrogatepass"), row[7] & 0xFFFFFFFF)))
+            for row in rows
+        })
     return memories
 
 

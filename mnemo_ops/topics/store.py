@@ -29,7 +29,7 @@ def ensure_tables(db: sqlite_utils.Database) -> None:
     """Create the map tables when missing (idempotent)."""
     db["topic_map"].create({"label": str, "terms": str, "aliases": str, "term_counts": str, "member_ids": str,
                             "size": int, "updated_at": str}, pk="label", if_not_exists=True)
-    db["topic_members"].create({"key": str, "kind": str, "memory_id": str, "topic": str, "fingerprint": str,
+    db["topic_members"].create({"key": str, "kind": str, "memory_id": str, "topic": str, "fingerprint": int,
                                 "terms": str, "updated_at": str}, pk="key", if_not_exists=True)
     db["seed_map"].create({"topic": str, "rank": int, "key": str, "kind": str, "memory_id": str, "canonical": int,
                            "importance": float, "recall_count": int, "timestamp": str, "preview": str,
@@ -59,12 +59,26 @@ def load_map(db: sqlite_utils.Database | None) -> TopicMap | None:
         label, aliases, term_counts = row
         topic_map.topics[label] = Topic(label, aliases=json.loads(aliases or "[]"),
                                         term_counts=Counter(json.loads(term_counts or "{}")))
-    for key, topic, fingerprint, terms in db.execute("SELECT key, topic, fingerprint, terms FROM topic_members"):
-        topic_map.assignments[key] = topic
-        topic_map.fingerprints[key] = fingerprint
-        topic_map.terms[key] = terms or ""
+    # Terms are read only where needed (unclustered memories now, changed ones on demand): an
+    # incremental update must not pay for reading every member's terms.
+    rows = db.execute("SELECT key, topic, fingerprint FROM topic_members").fetchall()
+    topic_map.assignments = {key: topic for key, topic, _ in rows}
+    topic_map.fingerprints = {key: fingerprint for key, _, fingerprint in rows}
+    for key, topic, _ in rows:
         if topic is not None and topic in topic_map.topics:
             topic_map.topics[topic].members.add(key)
+    for key, terms in db.execute("SELECT key, terms FROM topic_members WHERE topic IS NULL"):
+        topic_map.terms[key] = terms or ""
+
+    def load_terms(keys: list[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            found.update(db.execute(f"SELECT key, COALESCE(terms, '') FROM topic_members WHERE key IN "
+                                    f"({','.join('?' * len(chunk))})", chunk).fetchall())
+        return found
+
+    topic_map.load_terms = load_terms
     return topic_map
 
 
@@ -72,7 +86,7 @@ def _topic_row(topic: Topic, label_terms: int, now: str) -> dict[str, Any]:
     return {
         "label": topic.label, "terms": json.dumps(topic.top_terms(label_terms)),
         "aliases": json.dumps(sorted(topic.aliases)),
-        "term_counts": json.dumps(dict(sorted(topic.term_counts.items())), separators=(",", ":")),
+        "term_counts": json.dumps(topic.kept_term_counts(), separators=(",", ":")),
         "member_ids": json.dumps(sorted(topic.members), separators=(",", ":")),
         "size": topic.size, "updated_at": now,
     }
