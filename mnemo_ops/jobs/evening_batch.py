@@ -20,7 +20,8 @@ from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.results import JobResult, isoformat, utc_now
 from mnemo_ops.core.runner import JobTimeout
 from mnemo_ops.topics import freshness, report, seeds, store
-from mnemo_ops.topics.clustering import (MapOptions, TermExtractor, TopicMap, build_full, changed_keys,
+from mnemo_ops.topics.changes import diff_since_map
+from mnemo_ops.topics.clustering import (MapChanges, MapOptions, TermExtractor, TopicMap, build_full,
                                          update_incremental)
 from mnemo_ops.topics.memories import LiveMemory, canonical_backed_keys, load_live_memories
 
@@ -30,6 +31,7 @@ class BatchState:
     """What steps hand on to later steps within one run."""
 
     topic_map: TopicMap | None = None
+    changes: MapChanges | None = None
     memories: dict[str, LiveMemory] | None = None
 
 
@@ -97,23 +99,24 @@ def topic_map_step(ctx: JobContext, batch: BatchState) -> None:
     with _open_state(ctx) as db:
         connection = ctx.open_db(readonly=True)
         try:
-            memories = load_live_memories(connection)
-            previous = store.load_map(db)
-            changed, removed = changed_keys(previous, memories)
-            share = (len(changed) + len(removed)) / max(1, len(memories))
-            rebuild = (bool(ctx.options.get("rebuild")) or previous is None
-                       or share > float(_option(ctx, "stale_fraction", 0.10)))
+            rebuild = bool(ctx.options.get("rebuild"))
+            diff = diff_since_map(connection, ctx.settings.state_db_path)
+            previous = store.load_map(db, with_members=rebuild) if diff is not None else None
             extractor = TermExtractor(connection)
-            if rebuild:
+            if rebuild or previous is None or diff.share > float(_option(ctx, "stale_fraction", 0.10)):
+                if previous is not None and not rebuild:
+                    previous = store.load_map(db, with_members=True)  # to count what the rebuild changes
+                memories = load_live_memories(connection)
+                batch.memories = memories
                 with ctx.progress.bar("topic map: salient terms", total=len(memories)) as bar:
                     topic_map, changes = build_full(memories, extractor, options, previous, progress=bar)
             else:
-                topic_map, changes = update_incremental(previous, memories, extractor, options, (changed, removed))
+                topic_map, changes = update_incremental(previous, diff, extractor, options)
         finally:
             connection.close()
-        batch.topic_map, batch.memories = topic_map, memories
+        batch.topic_map, batch.changes = topic_map, changes
         ctx.result.stats["topic_map"] = {
-            "mode": changes.mode, "live_memories": len(memories), "changed_memories": changes.changed_memories,
+            "mode": changes.mode, "live_memories": changes.live_memories, "changed_memories": changes.changed_memories,
             "removed_memories": changes.removed_memories, "topics": len(topic_map.topics),
             "unclustered": sum(1 for label in topic_map.assignments.values() if label is None),
         }
@@ -135,15 +138,15 @@ def seed_map_step(ctx: JobContext, batch: BatchState) -> None:
     with _open_state(ctx) as db:
         connection = ctx.open_db(readonly=True)
         try:
-            memories = load_live_memories(connection)
-            topic_map = batch.topic_map or store.load_map(db)
-            backed = canonical_backed_keys(connection, memories) if topic_map is not None else set()
+            assignments = _current_assignments(db, batch)
+            if assignments is None:
+                ctx.warn("seed-map-skipped", "no topic map to build the seed map on", severity="info")
+                return
+            memories = batch.memories or load_live_memories(connection)
+            backed = canonical_backed_keys(connection, memories)
         finally:
             connection.close()
-        if topic_map is None:
-            ctx.warn("seed-map-skipped", "no topic map to build the seed map on", severity="info")
-            return
-        fresh = seeds.build_seed_map(topic_map, memories, backed, int(_option(ctx, "seeds_per_topic", 5)))
+        fresh = seeds.build_seed_map(assignments, memories, backed, int(_option(ctx, "seeds_per_topic", 5)))
         changed, removed = seeds.seed_changes(store.load_seeds(db), fresh)
         ctx.result.stats["seed_map"] = {"topics": len(fresh), "canonical_backed": len(backed)}
         ctx.count("seed_topics_updated", len(changed))
@@ -155,6 +158,20 @@ def seed_map_step(ctx: JobContext, batch: BatchState) -> None:
         _render(ctx, db)
 
 
+def _current_assignments(db, batch: BatchState) -> dict[str, str | None] | None:
+    """Memory key -> topic of the map as this run left it (in a dry run: stored map plus computed update)."""
+    if batch.topic_map is not None and batch.changes is not None and batch.changes.mode == "full":
+        return batch.topic_map.assignments
+    if store.load_build(db, store.TOPIC_MAP) is None:
+        return None
+    assignments = store.load_assignments(db)
+    if batch.topic_map is not None and batch.changes is not None:  # a dry run did not store its update
+        for key in batch.changes.removed_keys:
+            assignments.pop(key, None)
+        assignments.update({key: batch.topic_map.assignments.get(key) for key in batch.changes.changed_keys})
+    return assignments
+
+
 # --- step 4: freshness -----------------------------------------------------------------------------
 
 def freshness_step(ctx: JobContext, batch: BatchState) -> None:
@@ -162,9 +179,8 @@ def freshness_step(ctx: JobContext, batch: BatchState) -> None:
     with _open_state(ctx) as db:
         connection = ctx.open_db(readonly=True)
         try:
-            memories = load_live_memories(connection)
             findings, figures = freshness.map_staleness(
-                memories, store.load_map(db), store.load_build(db, store.TOPIC_MAP),
+                diff_since_map(connection, ctx.settings.state_db_path), store.load_build(db, store.TOPIC_MAP),
                 store.load_build(db, store.SEED_MAP), float(_option(ctx, "stale_fraction", 0.10)))
             if ctx.dry_run and batch.topic_map is not None:
                 # A dry run computed the maps without storing them: the real run would leave them fresh.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+from typing import TYPE_CHECKING
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 
@@ -27,6 +28,9 @@ from rapidfuzz import fuzz, process
 from mnemo_ops.core.database import table_names
 from mnemo_ops.core.fts_query import MAX_TERMS, Vocabulary, salient_terms, tokens
 from mnemo_ops.topics.memories import LiveMemory
+
+if TYPE_CHECKING:
+    from mnemo_ops.topics.changes import MapDiff
 
 MIN_MERGE_LENGTH = 4
 """Shorter terms are never merged: "tea" and "team" are near-identical strings but different topics."""
@@ -54,6 +58,33 @@ while who whom why will with would you your yours yourself yourselves also get g
 """Function words: in a small index they are rare enough to look salient, but they name no topic."""
 
 
+class ScannedVocabulary(Vocabulary):
+    """A Vocabulary that can read the whole FTS5 vocabulary in one scan.
+
+    Looking terms up costs about one index probe each; past a thousand or so terms one pass over
+    the whole vocabulary (tens of thousands of rows) is cheaper, which is the common case for the
+    map: every token of every memory that changed.
+    """
+
+    SCAN_THRESHOLD = 1000
+    _scanned: dict[str, int] | None = None
+
+    def prefetch(self, terms: Iterable[str]) -> None:
+        """Make the document frequencies of `terms` available (one scan when there are many)."""
+        wanted = list(dict.fromkeys(terms))
+        if self._scanned is None and len(wanted) > self.SCAN_THRESHOLD:
+            self._scanned = dict(self.connection.execute(f'SELECT term, doc FROM temp."{self.vocab_table}"').fetchall())
+        if self._scanned is None:
+            super().document_frequency(wanted)
+
+    def document_frequency(self, terms: Iterable[str]) -> dict[str, int]:
+        """How many documents contain each term (0 for terms not in the index)."""
+        if self._scanned is None:
+            return super().document_frequency(terms)
+        scanned = self._scanned
+        return {term: scanned.get(term, 0) for term in terms}
+
+
 class TermExtractor:
     """Salient terms of a memory, by IDF over the FTS5 vocabulary of ``fts_working``.
 
@@ -66,7 +97,7 @@ class TermExtractor:
     def __init__(self, connection: apsw.Connection):
         present = table_names(connection)
         fts_table = "fts_working" if "fts_working" in present else ("fts_episodes" if "fts_episodes" in present else None)
-        self.vocabulary = Vocabulary(connection, fts_table) if fts_table else None
+        self.vocabulary = ScannedVocabulary(connection, fts_table) if fts_table else None
 
     def terms(self, memory: LiveMemory, limit: int) -> list[str]:
         """Up to `limit` salient terms of `memory` (rarest first)."""
@@ -84,26 +115,33 @@ class TermExtractor:
         wanted: set[str] = set()
         for memory in memories:
             wanted.update(tokens(memory.content))
-        self.vocabulary.document_frequency(sorted(wanted - STOPWORDS))
+        self.vocabulary.prefetch(sorted(wanted - STOPWORDS))
 
 
 @dataclasses.dataclass
 class Topic:
-    """One topic: its label (the anchor term), merged near-identical aliases, term counts and members."""
+    """One topic: its label (the anchor term), merged near-identical aliases, term counts and size.
+
+    `members` holds the member keys when the whole map is in memory (a full build); an incremental
+    update keeps only `size` current and leaves the membership to the store.
+    """
 
     label: str
     aliases: list[str] = dataclasses.field(default_factory=list)
     term_counts: Counter = dataclasses.field(default_factory=Counter)
     members: set[str] = dataclasses.field(default_factory=set)
+    size: int = 0
 
     def add(self, key: str, terms: Iterable[str]) -> None:
         """Add a member and its terms."""
         self.members.add(key)
+        self.size += 1
         self.term_counts.update(terms)
 
     def remove(self, key: str, terms: Iterable[str]) -> None:
         """Remove a member and its terms."""
         self.members.discard(key)
+        self.size = max(0, self.size - 1)
         for term in terms:
             count = self.term_counts.get(term, 0) - 1
             if count > 0:
@@ -126,11 +164,6 @@ class Topic:
         kept = heapq.nsmallest(limit, ((-count, term) for term, count in self.term_counts.items()))
         return {term: -negative for negative, term in sorted(kept, key=lambda pair: pair[1])}
 
-    @property
-    def size(self) -> int:
-        """Number of members."""
-        return len(self.members)
-
 
 @dataclasses.dataclass
 class TopicMap:
@@ -140,13 +173,16 @@ class TopicMap:
     assignments: dict[str, str | None] = dataclasses.field(default_factory=dict)
     terms: dict[str, str] = dataclasses.field(default_factory=dict)  # space-joined, as stored
     fingerprints: dict[str, int] = dataclasses.field(default_factory=dict)
-    load_terms: Callable[[list[str]], dict[str, str]] | None = None  # reads stored terms on demand
+    # Reads (topic, terms) of stored members on demand: an incremental update loads only what it touches.
+    load_members: Callable[[list[str]], dict[str, tuple[str | None, str]]] | None = None
 
-    def ensure_terms(self, keys: Iterable[str]) -> None:
-        """Make sure the stored terms of `keys` are at hand (read them from the store when not)."""
-        missing = [key for key in keys if key not in self.terms and key in self.assignments]
-        if missing and self.load_terms is not None:
-            self.terms.update(self.load_terms(missing))
+    def ensure_members(self, keys: Iterable[str]) -> None:
+        """Make sure the stored topic and terms of `keys` are at hand (read from the store when not)."""
+        missing = [key for key in keys if key not in self.terms]
+        if missing and self.load_members is not None:
+            for key, (topic, terms) in self.load_members(missing).items():
+                self.assignments[key] = topic
+                self.terms[key] = terms
 
     def member_terms(self, key: str) -> list[str]:
         """The stored salient terms of a memory."""
@@ -172,16 +208,6 @@ class MapChanges:
     def touched_labels(self) -> set[str]:
         """Labels whose stored row must be rewritten."""
         return self.created | self.updated
-
-
-def changed_keys(previous: TopicMap | None, memories: dict[str, LiveMemory]) -> tuple[list[str], list[str]]:
-    """Memories new or changed since `previous` was built, and memories no longer live (both sorted)."""
-    if previous is None:
-        return sorted(memories), []
-    known = previous.fingerprints
-    changed = sorted(key for key, memory in memories.items() if known.get(key) != memory.fingerprint)
-    removed = sorted(key for key in known if key not in memories)
-    return changed, removed
 
 
 def merge_near_identical(anchors: Iterable[str], support: Counter, similarity: float,
@@ -229,7 +255,7 @@ def _best_label(terms: Iterable[str], label_of: dict[str, str], active: set[str]
 
 def build_full(memories: dict[str, LiveMemory], extractor: TermExtractor, options: MapOptions,
                previous: TopicMap | None = None, progress=None) -> tuple[TopicMap, MapChanges]:
-    """Cluster every live memory from scratch; compare with `previous` for the change counts."""
+    """Cluster every live memory from scratch; compare with `previous` (the stored map) for the change counts."""
     keys = sorted(memories)
     extractor.prefetch(memories.values())
     terms: dict[str, list[str]] = {}
@@ -280,8 +306,8 @@ def build_full(memories: dict[str, LiveMemory], extractor: TermExtractor, option
             topic.add(key, terms[key])
 
     changes = MapChanges(mode="full", live_memories=len(keys))
-    changed, removed = changed_keys(previous, memories)
-    changes.changed_memories, changes.removed_memories = len(changed), len(removed)
+    removed = sorted(set(previous.assignments) - set(memories)) if previous is not None else []
+    changes.changed_memories, changes.removed_memories = len(keys), len(removed)
     changes.changed_keys, changes.removed_keys = set(keys), set(removed)
     old_topics = previous.topics if previous is not None else {}
     changes.created = set(topic_map.topics) - set(old_topics)
@@ -289,22 +315,20 @@ def build_full(memories: dict[str, LiveMemory], extractor: TermExtractor, option
     changes.updated = {label for label in set(topic_map.topics) & set(old_topics)
                        if topic_map.topics[label].members != old_topics[label].members
                        or topic_map.topics[label].aliases != old_topics[label].aliases
-                       or topic_map.topics[label].term_counts != old_topics[label].term_counts}
+                       or topic_map.topics[label].top_terms(options.label_terms) != old_topics[label].top_terms(options.label_terms)}
     return topic_map, changes
 
 
-def update_incremental(previous: TopicMap, memories: dict[str, LiveMemory], extractor: TermExtractor,
-                       options: MapOptions, diff: tuple[list[str], list[str]] | None = None) -> tuple[TopicMap, MapChanges]:
-    """(Re)assign only new, changed and gone memories; `previous` is updated in place and returned.
-
-    `diff` is ``changed_keys(previous, memories)`` when the caller has it already.
-    """
+def update_incremental(previous: TopicMap, diff: "MapDiff", extractor: TermExtractor,
+                       options: MapOptions) -> tuple[TopicMap, MapChanges]:
+    """(Re)assign only new, changed and gone memories (`diff`); `previous` is updated in place and returned."""
     topic_map = previous
-    changed, removed = diff if diff is not None else changed_keys(previous, memories)
-    changes = MapChanges(mode="incremental", live_memories=len(memories), changed_memories=len(changed),
+    memories = diff.changed
+    changed, removed = sorted(diff.changed), list(diff.removed)
+    changes = MapChanges(mode="incremental", live_memories=diff.live_count, changed_memories=len(changed),
                          removed_memories=len(removed), changed_keys=set(changed), removed_keys=set(removed))
     touched: set[str] = set()
-    topic_map.ensure_terms([*removed, *changed])
+    topic_map.ensure_members([*removed, *changed])
 
     def detach(key: str) -> None:
         label = topic_map.assignments.get(key)
@@ -341,7 +365,7 @@ def update_incremental(previous: TopicMap, memories: dict[str, LiveMemory], extr
             touched.add(label)
 
     created, grown = _emerge_topics(topic_map, [key for key in changed if topic_map.assignments[key] is None],
-                                    options, alias_index)
+                                    options, alias_index, diff.live_count)
     touched |= created | grown
     for label in sorted(touched):
         if label in topic_map.topics and topic_map.topics[label].size == 0:
@@ -353,7 +377,7 @@ def update_incremental(previous: TopicMap, memories: dict[str, LiveMemory], extr
 
 
 def _emerge_topics(topic_map: TopicMap, newly_unclustered: list[str], options: MapOptions,
-                   alias_index: dict[str, str]) -> tuple[set[str], set[str]]:
+                   alias_index: dict[str, str], live_count: int) -> tuple[set[str], set[str]]:
     """New topics where enough unclustered memories now share a term brought in by a changed memory.
 
     Returns the labels created and the existing labels that grew (a near-identical term merged into them).
@@ -367,7 +391,7 @@ def _emerge_topics(topic_map: TopicMap, newly_unclustered: list[str], options: M
             for term in topic_map.member_terms(key):
                 if term in candidates:
                     holders[term].append(key)
-    ceiling = max(options.min_topic_size, int(options.max_topic_share * max(1, len(topic_map.assignments))))
+    ceiling = max(options.min_topic_size, int(options.max_topic_share * max(1, live_count)))
     support = Counter({term: len(keys) for term, keys in holders.items()})
     existing: dict[str, list[str]] = defaultdict(list)
     for label in topic_map.topics:

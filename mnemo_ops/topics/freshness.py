@@ -12,8 +12,7 @@ from rapidfuzz import fuzz
 
 from mnemo_ops.core.database import table_names
 from mnemo_ops.core.fts_query import tokens
-from mnemo_ops.topics.clustering import TopicMap, changed_keys
-from mnemo_ops.topics.memories import LiveMemory
+from mnemo_ops.topics.changes import MapDiff
 
 BLOCK_FILES = ("MEMORY.md", "USER.md")
 ENTRY_SEPARATOR = "\n§\n"
@@ -39,28 +38,29 @@ class Finding:
         return data
 
 
-def map_staleness(memories: dict[str, LiveMemory], stored: TopicMap | None, topic_build: dict | None,
-                  seed_build: dict | None, fraction: float) -> tuple[list[Finding], dict[str, Any]]:
-    """Findings for maps that are missing or built on memories of which more than `fraction` changed since."""
+def map_staleness(diff: MapDiff | None, topic_build: dict | None, seed_build: dict | None,
+                  fraction: float) -> tuple[list[Finding], dict[str, Any]]:
+    """Findings for maps that are missing, or built on memories of which more than `fraction` changed since.
+
+    `diff` is ``changes.diff_since_map`` (None when no map is stored).
+    """
     findings: list[Finding] = []
-    if stored is None or topic_build is None:
+    if diff is None or topic_build is None:
         findings.append(Finding("topic-map-missing", "info", "the topic map has not been built yet", REFRESH_FIX))
-        return findings, {"changed_memories": len(memories), "live_memories": len(memories), "changed_share": 1.0}
-    changed, removed = changed_keys(stored, memories)
-    count = len(changed) + len(removed)
-    share = count / max(1, len(memories))
-    figures = {"changed_memories": count, "live_memories": len(memories), "changed_share": round(share, 4)}
+        return findings, {"changed_memories": None, "live_memories": None, "changed_share": None}
+    share = diff.share
+    figures = {"changed_memories": diff.count, "live_memories": diff.live_count, "changed_share": round(share, 4)}
     if share > fraction:
         findings.append(Finding(
             "topic-map-stale", "warning",
-            f"the topic map is stale: {count} of {len(memories)} live memories ({share:.0%}) changed since it was "
-            f"built at {topic_build['built_at']} (threshold {fraction:.0%})", REFRESH_FIX))
+            f"the topic map is stale: {diff.count} of {diff.live_count} live memories ({share:.0%}) changed since it "
+            f"was built at {topic_build['built_at']} (threshold {fraction:.0%})", REFRESH_FIX))
     if seed_build is None:
         findings.append(Finding("seed-map-missing", "info", "the seed map has not been built yet", REFRESH_FIX))
     elif share > fraction or (seed_build["built_at"] or "") < (topic_build["built_at"] or ""):
         findings.append(Finding(
             "seed-map-stale", "warning",
-            f"the seed map is stale: built at {seed_build['built_at']}, on a topic map that has changed since",
+            f"the seed map is stale: built at {seed_build['built_at']}, on memories or a topic map that changed since",
             REFRESH_FIX))
     return findings, figures
 

@@ -10,7 +10,7 @@ from typing import Any
 from mnemo_ops.core import database, state
 from mnemo_ops.settings import Settings
 from mnemo_ops.topics import freshness, store
-from mnemo_ops.topics.memories import load_live_memories
+from mnemo_ops.topics.changes import diff_since_map
 
 REPORT_NAME = "topics.md"
 
@@ -45,10 +45,9 @@ def collect(settings: Settings) -> dict[str, Any]:
     db = state.open_state_readonly(settings.state_db_path)
     try:
         data = maps_data(db)
-        memories = load_live_memories(connection)
         findings, figures = freshness.map_staleness(
-            memories, store.load_map(db), store.load_build(db, store.TOPIC_MAP), store.load_build(db, store.SEED_MAP),
-            float(settings.option("evening_batch.stale_fraction", 0.10)))
+            diff_since_map(connection, settings.state_db_path), store.load_build(db, store.TOPIC_MAP),
+            store.load_build(db, store.SEED_MAP), float(settings.option("evening_batch.stale_fraction", 0.10)))
         findings += freshness.stale_block_entries(connection, settings.memory_blocks_dir, settings.owner,
                                                   float(settings.option("evening_batch.block_match_similarity", 85)))
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from mnemo_ops.topics.clustering import TopicMap
 from mnemo_ops.topics.memories import LiveMemory
 
 PREVIEW_CHARS = 120
@@ -20,12 +19,16 @@ def _strength(memory: LiveMemory, backed: set[str]) -> tuple:
     return (memory.key in backed, memory.importance, memory.recall_count, memory.timestamp, memory.key)
 
 
-def build_seed_map(topic_map: TopicMap, memories: dict[str, LiveMemory], backed: set[str],
+def build_seed_map(assignments: dict[str, str | None], memories: dict[str, LiveMemory], backed: set[str],
                    per_topic: int) -> dict[str, list[dict[str, Any]]]:
-    """The strongest `per_topic` live members of every topic, strongest first."""
+    """The strongest `per_topic` live members of every topic (from memory key -> topic), strongest first."""
+    members: dict[str, list[LiveMemory]] = {}
+    for key, label in assignments.items():
+        if label is not None and key in memories:
+            members.setdefault(label, []).append(memories[key])
     seeds: dict[str, list[dict[str, Any]]] = {}
-    for label in sorted(topic_map.topics):
-        live = [memories[key] for key in topic_map.topics[label].members if key in memories]
+    for label in sorted(members):
+        live = members[label]
         strongest = heapq.nlargest(per_topic, live, key=lambda memory: _strength(memory, backed))
         seeds[label] = [{
             "key": memory.key, "kind": memory.kind, "memory_id": memory.memory_id,

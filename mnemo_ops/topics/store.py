@@ -2,10 +2,12 @@
 
 Tables (created when state.db is opened for writing, never in a dry run):
 
-- ``topic_map``: label (pk), terms (JSON list), aliases (JSON list), term_counts (JSON object),
-  member_ids (JSON list of ``w:<id>``/``e:<id>``), size, updated_at.
-- ``topic_members``: key (pk), kind, memory_id, topic (NULL: unclustered), fingerprint, terms, updated_at;
-  what the incremental update compares against.
+- ``topic_map``: label (pk), terms (JSON list), aliases (JSON list), term_counts (JSON object: the most
+  shared terms), size, updated_at.
+- ``topic_members``: key (pk: ``w:<id>`` / ``e:<id>``), kind, memory_id, topic (NULL: unclustered; indexed),
+  fingerprint, terms, updated_at: the member ids of every topic, and what the incremental update
+  compares against. (Member ids live here rather than as a list in each topic row, so an update
+  rewrites only the members that changed.)
 - ``seed_map``: topic, rank (pk together), key, kind, memory_id, canonical, importance, recall_count,
   timestamp, preview, updated_at.
 - ``map_builds``: name (pk: ``topic-map`` | ``seed-map``), built_at, full_build_at, live_memories, mode.
@@ -27,10 +29,11 @@ SEED_MAP = "seed-map"
 
 def ensure_tables(db: sqlite_utils.Database) -> None:
     """Create the map tables when missing (idempotent)."""
-    db["topic_map"].create({"label": str, "terms": str, "aliases": str, "term_counts": str, "member_ids": str,
+    db["topic_map"].create({"label": str, "terms": str, "aliases": str, "term_counts": str,
                             "size": int, "updated_at": str}, pk="label", if_not_exists=True)
     db["topic_members"].create({"key": str, "kind": str, "memory_id": str, "topic": str, "fingerprint": int,
                                 "terms": str, "updated_at": str}, pk="key", if_not_exists=True)
+    db["topic_members"].create_index(["topic"], if_not_exists=True)
     db["seed_map"].create({"topic": str, "rank": int, "key": str, "kind": str, "memory_id": str, "canonical": int,
                            "importance": float, "recall_count": int, "timestamp": str, "preview": str,
                            "updated_at": str}, pk=("topic", "rank"), if_not_exists=True)
@@ -50,36 +53,47 @@ def load_build(db: sqlite_utils.Database | None, name: str) -> dict[str, Any] | 
     return dict(rows[0]) if rows else None
 
 
-def load_map(db: sqlite_utils.Database | None) -> TopicMap | None:
-    """The stored topic map, or None when none was built yet."""
+def load_map(db: sqlite_utils.Database | None, with_members: bool = False) -> TopicMap | None:
+    """The stored topic map, or None when none was built yet.
+
+    By default only the topics and the unclustered memories are read (what an incremental update
+    needs; other members are read on demand); `with_members` reads every membership.
+    """
     if load_build(db, TOPIC_MAP) is None:
         return None
     topic_map = TopicMap()
-    for row in db.execute("SELECT label, aliases, term_counts FROM topic_map"):
-        label, aliases, term_counts = row
+    for label, aliases, term_counts, size in db.execute("SELECT label, aliases, term_counts, size FROM topic_map"):
         topic_map.topics[label] = Topic(label, aliases=json.loads(aliases or "[]"),
-                                        term_counts=Counter(json.loads(term_counts or "{}")))
-    # Terms are read only where needed (unclustered memories now, changed ones on demand): an
-    # incremental update must not pay for reading every member's terms.
-    rows = db.execute("SELECT key, topic, fingerprint FROM topic_members").fetchall()
-    topic_map.assignments = {key: topic for key, topic, _ in rows}
-    topic_map.fingerprints = {key: fingerprint for key, _, fingerprint in rows}
-    for key, topic, _ in rows:
-        if topic is not None and topic in topic_map.topics:
-            topic_map.topics[topic].members.add(key)
+                                        term_counts=Counter(json.loads(term_counts or "{}")), size=size or 0)
+    if with_members:
+        rows = db.execute("SELECT key, topic FROM topic_members").fetchall()
+        topic_map.assignments = dict(rows)
+        for key, topic in rows:
+            if topic is not None and topic in topic_map.topics:
+                topic_map.topics[topic].members.add(key)
     for key, terms in db.execute("SELECT key, terms FROM topic_members WHERE topic IS NULL"):
+        topic_map.assignments[key] = None
         topic_map.terms[key] = terms or ""
 
-    def load_terms(keys: list[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
+    def load_members(keys: list[str]) -> dict[str, tuple[str | None, str]]:
+        found: dict[str, tuple[str | None, str]] = {}
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
-            found.update(db.execute(f"SELECT key, COALESCE(terms, '') FROM topic_members WHERE key IN "
-                                    f"({','.join('?' * len(chunk))})", chunk).fetchall())
+            for key, topic, terms in db.execute(
+                    f"SELECT key, topic, COALESCE(terms, '') FROM topic_members WHERE key IN "
+                    f"({','.join('?' * len(chunk))})", chunk):
+                found[key] = (topic, terms)
         return found
 
-    topic_map.load_terms = load_terms
+    topic_map.load_members = load_members
     return topic_map
+
+
+def load_assignments(db: sqlite_utils.Database | None) -> dict[str, str | None]:
+    """Every stored memory key with its topic (None: unclustered)."""
+    if db is None or "topic_members" not in db.table_names():
+        return {}
+    return dict(db.execute("SELECT key, topic FROM topic_members").fetchall())
 
 
 def _topic_row(topic: Topic, label_terms: int, now: str) -> dict[str, Any]:
@@ -87,14 +101,13 @@ def _topic_row(topic: Topic, label_terms: int, now: str) -> dict[str, Any]:
         "label": topic.label, "terms": json.dumps(topic.top_terms(label_terms)),
         "aliases": json.dumps(sorted(topic.aliases)),
         "term_counts": json.dumps(topic.kept_term_counts(), separators=(",", ":")),
-        "member_ids": json.dumps(sorted(topic.members), separators=(",", ":")),
         "size": topic.size, "updated_at": now,
     }
 
 
 def _member_row(topic_map: TopicMap, key: str, now: str) -> tuple:
     kind = "working" if key.startswith("w:") else "episodic"
-    return (key, kind, key[2:], topic_map.assignments.get(key), topic_map.fingerprints.get(key),
+    return (key, kind, key[2:], topic_map.assignments.get(key), topic_map.fingerprints[key],
             topic_map.terms.get(key, ""), now)
 
 
@@ -104,8 +117,8 @@ def save_map(db: sqlite_utils.Database, topic_map: TopicMap, changes: MapChanges
     connection = db.conn
     member_sql = ("INSERT OR REPLACE INTO topic_members (key, kind, memory_id, topic, fingerprint, terms, updated_at) "
                   "VALUES (?, ?, ?, ?, ?, ?, ?)")
-    topic_sql = ("INSERT OR REPLACE INTO topic_map (label, terms, aliases, term_counts, member_ids, size, updated_at) "
-                 "VALUES (:label, :terms, :aliases, :term_counts, :member_ids, :size, :updated_at)")
+    topic_sql = ("INSERT OR REPLACE INTO topic_map (label, terms, aliases, term_counts, size, updated_at) "
+                 "VALUES (:label, :terms, :aliases, :term_counts, :size, :updated_at)")
     full = changes.mode == "full"
     with connection:
         if full:
@@ -129,7 +142,7 @@ def save_map(db: sqlite_utils.Database, topic_map: TopicMap, changes: MapChanges
 
 
 def load_topics(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
-    """Stored topics for display (largest first), without the member lists."""
+    """Stored topics for display (largest first); members are in ``topic_members``."""
     if not _has_tables(db):
         return []
     rows = db.query("SELECT label, terms, aliases, size, updated_at FROM topic_map ORDER BY size DESC, label")

@@ -103,7 +103,7 @@ def test_topic_map_is_stable_on_the_fixture(sample, sample_settings):
     first = run_job(sample_settings, JOB, show_progress=False)
     assert first.status == "ok", first.error
     db = state.open_state(sample_settings.state_db_path)
-    stored = store.load_map(db)
+    stored = store.load_map(db, with_members=True)
     topics = {topic["label"]: topic for topic in store.load_topics(db)}
     db.conn.close()
     assert topics, "the fixture has shared themes (tomatoes, Lisbon, the photo disk)"
@@ -122,7 +122,7 @@ def test_topic_map_is_stable_on_the_fixture(sample, sample_settings):
     assert rebuilt.changes["topics_created"] == rebuilt.changes["topics_removed"] == 0
     assert rebuilt.changes["topics_updated"] == 0
     db = state.open_state(sample_settings.state_db_path)
-    assert store.load_map(db).assignments == stored.assignments
+    assert store.load_map(db, with_members=True).assignments == stored.assignments
     db.conn.close()
     report = (sample_settings.reports_dir / "topics.md").read_text(encoding="utf-8")
     assert "## tomato (also: tomatoes)" in report
@@ -158,9 +158,11 @@ def test_incremental_update_assigns_only_changed_memories(sample, sample_setting
     assert result.changes["memories_mapped"] == 3
     assert result.changes["topics_created"] == 1
     db = state.open_state(sample_settings.state_db_path)
-    topic_map = store.load_map(db)
+    topic_map = store.load_map(db, with_members=True)
     db.conn.close()
-    assert len(topic_map.topics["sourdough"].members) == 3
+    assert topic_map.topics["sourdough"].size == 3
+    assert {key for key, label in topic_map.assignments.items() if label == "sourdough"} == {
+        key for key in topic_map.assignments if key.startswith("w:bakery")}
 
 
 def test_stale_map_is_reported_when_more_than_the_threshold_changed(sample, sample_settings, cli):
