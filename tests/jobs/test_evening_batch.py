@@ -247,3 +247,36 @@ def test_bad_config_values_exit_2_naming_the_key(sample, tmp_path, option):
     completed = run_cli(sample, "--config", str(config), "run", JOB, "--dry-run")
     assert completed.returncode == exit_codes.USAGE
     assert f"evening_batch.{option.split(':')[0]}" in completed.stderr
+
+
+def test_dry_run_of_an_incremental_update_is_pure_and_counts_what_the_real_run_does(sample, sample_settings, cli):
+    run_job(sample_settings, JOB, show_progress=False)
+    _add_working_rows(sample.db_path, SOURDOUGH[:3])
+    before = sample_snapshot(sample)
+
+    dry = json.loads(cli("--json", "run", JOB, "--dry-run").stdout)
+
+    assert_unchanged(before, sample_snapshot(sample))
+    assert dry["stats"]["topic_map"]["mode"] == "incremental"
+    real = run_job(sample_settings, JOB, show_progress=False)
+    for name in ("topics_created", "topics_updated", "memories_mapped", "seed_topics_updated"):
+        assert dry["changes"][name] == real.changes[name], name
+    assert real.changes["topics_created"] == 1
+
+
+def test_claims_left_by_a_killed_sleep_are_reclaimed_and_consolidated(sample, sample_settings):
+    # A sleep killed between its claim and its summary leaves rows marked consolidated with no episode.
+    orphan = min(_working_rows(sample.db_path).values(), key=lambda row: row["timestamp"])
+    connection = apsw.Connection(str(sample.db_path))
+    with database.immediate_transaction(connection):
+        connection.execute(
+            "UPDATE working_memory SET consolidated_at = datetime('now', 'localtime', '-2 hours'), "
+            "consolidation_claimed_at = datetime('now', 'localtime', '-2 hours') WHERE id = ?", (orphan["id"],))
+    connection.close()
+
+    result = run_job(sample_settings, JOB, show_progress=False)
+
+    assert result.status == "ok", result.error
+    assert result.changes["claims_reclaimed"] == 1
+    summarized = {memory_id for episode in _episodic_rows(sample.db_path) for memory_id in episode["summary_of"].split(",")}
+    assert orphan["id"] in summarized
