@@ -32,7 +32,12 @@ MODELS = ("auto", "aaak")
 def working_memory_ttl_hours(environ: dict[str, str] | None = None) -> int:
     """Mnemosyne's WORKING_MEMORY_TTL_HOURS (``MNEMOSYNE_WM_TTL_HOURS``, default 168), read as it reads it."""
     env = os.environ if environ is None else environ
-    return int(env.get("MNEMOSYNE_WM_TTL_HOURS", "168"))
+    value = env.get("MNEMOSYNE_WM_TTL_HOURS", "168")
+    try:
+        return int(value)
+    except ValueError:
+        raise MnemoOpsError(f"environment variable MNEMOSYNE_WM_TTL_HOURS must be a whole number of hours, "
+                            f"got {value!r}") from None
 
 
 def sleep_cutoff(now: datetime | None = None, environ: dict[str, str] | None = None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from mnemo_ops.consolidation import episodic
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.core.errors import ConfigError, MnemoOpsError
 from mnemo_ops.core.results import JobResult, isoformat, utc_now
 from mnemo_ops.core.runner import JobTimeout
 from mnemo_ops.topics import freshness, report, seeds, store
@@ -252,4 +252,9 @@ def run_steps(ctx: JobContext, steps: tuple[Step, ...] = STEPS) -> JobResult:
 
 def run(ctx: JobContext) -> JobResult:
     """Run the evening batch (see the module docstring)."""
+    model = _option(ctx, "consolidation_model", "auto")
+    if model not in episodic.MODELS:
+        where = ctx.settings.config_file or "the config file"
+        raise ConfigError(f"{where}: key 'evening_batch.consolidation_model' must be one of "
+                          f"{', '.join(episodic.MODELS)}, got {model!r}")
     return run_steps(ctx)

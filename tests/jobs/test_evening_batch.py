@@ -223,30 +223,29 @@ def test_canonical_backed_memory_is_seeded_first(sample, sample_settings, monkey
     assert [seed["importance"] for seed in seeds[1:]] == sorted((seed["importance"] for seed in seeds[1:]), reverse=True)
 
 
-def test_a_failing_step_is_collected_and_later_steps_still_run(sample, tmp_path):
-    config = tmp_path / "config.yaml"
-    config.write_text("evening_batch:\n  consolidation_model: gpt-imaginary\n", encoding="utf-8")
-
-    completed = run_cli(sample, "--config", str(config), "--json", "run", JOB)
+def test_a_failing_step_is_collected_and_later_steps_still_run(sample):
+    # Mnemosyne's age cut-off comes from its environment; a broken value makes consolidation fail.
+    completed = run_cli(sample, "--json", "run", JOB, env={"MNEMOSYNE_WM_TTL_HOURS": "a week"})
 
     assert completed.returncode == exit_codes.FAILED
     result = json.loads(completed.stdout)
     steps = {step["name"]: step for step in result["stats"]["steps"]}
     assert steps["consolidation"]["status"] == "failed"
-    assert "consolidation_model" in steps["consolidation"]["error"]
+    assert "MNEMOSYNE_WM_TTL_HOURS" in steps["consolidation"]["error"]
     assert [steps[name]["status"] for name in ("topic-map", "seed-map", "freshness")] == ["ok", "ok", "ok"]
     assert result["status"] == "failed" and result["error"].startswith("1 of 4 steps failed: consolidation:")
     assert (sample.state_dir / "reports" / "topics.md").is_file()
     assert not _episodic_rows(sample.db_path)
 
 
-@pytest.mark.parametrize("option", ["min_topic_size: 0", "stale_fraction: 1.5"])
+@pytest.mark.parametrize("option", ["min_topic_size: 0", "stale_fraction: 1.5", "consolidation_model: gpt-imaginary"])
 def test_bad_config_values_exit_2_naming_the_key(sample, tmp_path, option):
     config = tmp_path / "config.yaml"
     config.write_text(f"evening_batch:\n  {option}\n", encoding="utf-8")
-    completed = run_cli(sample, "--config", str(config), "run", JOB, "--dry-run")
+    completed = run_cli(sample, "--config", str(config), "--json", "run", JOB, "--dry-run")
     assert completed.returncode == exit_codes.USAGE
-    assert f"evening_batch.{option.split(':')[0]}" in completed.stderr
+    output = json.loads(completed.stdout)
+    assert f"evening_batch.{option.split(':')[0]}" in (output.get("error") or "")
 
 
 def test_dry_run_of_an_incremental_update_is_pure_and_counts_what_the_real_run_does(sample, sample_settings, cli):
