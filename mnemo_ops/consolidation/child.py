@@ -46,6 +46,10 @@ def consolidate(request: dict[str, Any]) -> dict[str, Any]:
     reclaimed = memory.reclaim_orphans(dry_run=reclaim_dry,
                                        stale_after_seconds=int(request.get("reclaim_stale_seconds", 3600)))
     claims_reclaimed = int(reclaimed.get("candidates" if reclaim_dry else "reclaimed", 0) or 0)
+    # sleep_all_sessions ends with a cross-session MEMORIA dedup that DELETEs duplicate memoria_kg rows.
+    # mnemo-ops never deletes memory rows, so that part is left out (3.15.1; the consolidation itself
+    # does not depend on it).
+    memory.beam._deduplicate_memoria_cross_session = lambda: {"status": "skipped by mnemo-ops"}
     outcome = memory.sleep_all_sessions(dry_run=request["dry_run"])
     sessions = [
         {key: value for key, value in result.items() if key != "consolidated_ids"}

@@ -279,3 +279,59 @@ def test_claims_left_by_a_killed_sleep_are_reclaimed_and_consolidated(sample, sa
     assert result.changes["claims_reclaimed"] == 1
     summarized = {memory_id for episode in _episodic_rows(sample.db_path) for memory_id in episode["summary_of"].split(",")}
     assert orphan["id"] in summarized
+
+
+def test_mnemosyne_memoria_dedup_does_not_delete_rows(sample, sample_settings):
+    # Mnemosyne's sleep_all_sessions would DELETE exact duplicate memoria_kg rows; we never delete.
+    connection = apsw.Connection(str(sample.db_path))
+    with database.immediate_transaction(connection):
+        connection.execute(
+            "INSERT INTO memoria_kg (session_id, subject, predicate, object, message_idx, confidence, source_memory_id) "
+            "SELECT 'other-session', subject, predicate, object, message_idx, confidence, source_memory_id "
+            "FROM memoria_kg LIMIT 1")
+    before = connection.execute("SELECT count(*) FROM memoria_kg").fetchone()[0]
+    connection.close()
+    assert before >= 2
+
+    result = run_job(sample_settings, JOB, show_progress=False)
+
+    assert result.status == "ok" and result.changes["items_consolidated"] > 0
+    connection = apsw.Connection(str(sample.db_path))
+    assert connection.execute("SELECT count(*) FROM memoria_kg").fetchone()[0] == before
+    connection.close()
+
+
+def _doctor_findings(sample):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    doctor = Path(sys.executable).with_name("mnemosyne")
+    completed = subprocess.run([str(doctor), "doctor", "--db", str(sample.db_path), "--format", "json"],
+                               env=sample.environ(), capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)["findings"]
+
+
+def _recall(sample, query):
+    import subprocess
+    import sys
+
+    script = ("import json, sys; from mnemosyne.core.memory import Mnemosyne; "
+              "m = Mnemosyne(session_id='today-2026-11-30', db_path=sys.argv[1]); "
+              "print(json.dumps([r.get('content', '') for r in m.recall(sys.argv[2], top_k=5)]))")
+    completed = subprocess.run([sys.executable, "-c", script, str(sample.db_path), query], env=sample.environ(),
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout.splitlines()[-1])
+
+
+def test_mnemosyne_doctor_finds_nothing_new_and_recall_works_afterwards(sample, sample_settings):
+    findings = _doctor_findings(sample)
+    recalled = _recall(sample, "tomato seeds")
+    assert recalled
+
+    assert run_job(sample_settings, JOB, show_progress=False).status == "ok"
+
+    assert len(_doctor_findings(sample)) <= len(findings)
+    assert set(recalled) <= set(_recall(sample, "tomato seeds"))
