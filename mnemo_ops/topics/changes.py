@@ -14,10 +14,9 @@ from pathlib import Path
 
 import apsw
 
-from mnemo_ops.topics.memories import KINDS, LiveMemory, fingerprint
+from mnemo_ops.topics.memories import FUNCTION, KINDS, LiveMemory, register_fingerprint
 
 SCHEMA = "mnemo_ops_state"
-FUNCTION = "mnemo_ops_fingerprint"
 LIVE = "superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?)"
 LIVE_T = "t.superseded_by IS NULL AND (t.valid_until IS NULL OR t.valid_until > ?)"
 
@@ -58,19 +57,19 @@ def diff_since_map(connection: apsw.Connection, state_db_path: Path, now: dateti
     now_iso = (now or datetime.now()).isoformat()
     if not _attach(connection, state_db_path):
         return None
-    connection.create_scalar_function(FUNCTION, fingerprint, 1, deterministic=True)
+    register_fingerprint(connection)
     changed: dict[str, LiveMemory] = {}
     removed: list[str] = []
     live = 0
     try:
         for kind, (prefix, table, _fts) in KINDS.items():
-            body = "COALESCE(t.content, '')"
+            body = "CAST(COALESCE(t.content, '') AS BLOB)"
             rows = connection.execute(
-                f"SELECT '{prefix}:' || t.id, '{kind}', t.id, {body}, COALESCE(t.importance, 0.5), "
-                f"COALESCE(t.recall_count, 0), COALESCE(t.timestamp, ''), {FUNCTION}({body}) FROM {table} AS t "
-                f"WHERE {LIVE_T} AND NOT EXISTS ("
+                f"SELECT '{prefix}:' || t.id, '{kind}', t.id, COALESCE(t.content, ''), COALESCE(t.importance, 0.5), "
+                f"COALESCE(t.recall_count, 0), COALESCE(t.timestamp, ''), {FUNCTION}({body}, length({body})) "
+                f"FROM {table} AS t WHERE {LIVE_T} AND NOT EXISTS ("
                 f"SELECT 1 FROM {SCHEMA}.topic_members AS s WHERE s.key = '{prefix}:' || t.id "
-                f"AND s.fingerprint = {FUNCTION}({body}))", (now_iso,)).fetchall()
+                f"AND s.fingerprint = {FUNCTION}({body}, length({body})))", (now_iso,)).fetchall()
             changed.update({row[0]: LiveMemory(*row) for row in rows})
             removed.extend(row[0] for row in connection.execute(
                 f"SELECT s.key FROM {SCHEMA}.topic_members AS s WHERE s.key >= '{prefix}:' AND s.key < '{prefix};' "
