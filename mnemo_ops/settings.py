@@ -75,6 +75,17 @@ SCHEMA: dict[str, Any] = {
         "recall_options": Option(dict, {}),
         "mnemosyne_environment": Option(dict, {}),
     },
+    "evening_batch": {
+        "consolidation_model": Option(str, "auto"),  # auto: Mnemosyne's model chain if configured, else AAAK; aaak
+        "reclaim_stale_seconds": Option(int, 3600, "positive"),
+        "stale_fraction": Option(float, 0.10, "fraction"),
+        "min_topic_size": Option(int, 3, "positive"),
+        "terms_per_memory": Option(int, 8, "positive"),
+        "max_topic_share": Option(float, 0.2, "fraction"),
+        "label_similarity": Option((int, float), 85, "positive"),
+        "seeds_per_topic": Option(int, 5, "positive"),
+        "block_match_similarity": Option((int, float), 85, "positive"),
+    },
     "backup": {
         "keep": Option(int, 7, "positive"),
         "pre_write_keep": Option(int, 7, "positive"),

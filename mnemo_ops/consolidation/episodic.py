@@ -1,0 +1,150 @@
+"""Parent side of episodic consolidation: what Mnemosyne's sleep would take, and running it contained.
+
+Mnemosyne's sleep is its own operation, so we call it rather than re-implement it, but in a child
+process whose environment we set: importing Mnemosyne initialises a database at its default path and
+``Mnemosyne(...)`` seeds a ``config.yaml`` into ``MNEMOSYNE_DATA_DIR`` (DESIGN section 1). A real run
+points that environment at the database's own folder; a dry run copies the database into a temporary
+folder (one read snapshot through the backup API), points HOME, HERMES_HOME and MNEMOSYNE_DATA_DIR at
+that folder, runs Mnemosyne's own dry run there, and removes the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from mnemo_ops.core import database
+from mnemo_ops.core.errors import MnemoOpsError
+
+MODELS = ("auto", "aaak")
+"""``auto``: Mnemosyne's model chain when one is configured, else AAAK; ``aaak``: always AAAK."""
+
+
+def working_memory_ttl_hours(environ: dict[str, str] | None = None) -> int:
+    """Mnemosyne's WORKING_MEMORY_TTL_HOURS (``MNEMOSYNE_WM_TTL_HOURS``, default 168), read as it reads it."""
+    env = os.environ if environ is None else environ
+    value = env.get("MNEMOSYNE_WM_TTL_HOURS", "168")
+    try:
+        return int(value)
+    except ValueError:
+        raise MnemoOpsError(f"environment variable MNEMOSYNE_WM_TTL_HOURS must be a whole number of hours, "
+                            f"got {value!r}") from None
+
+
+def sleep_cutoff(now: datetime | None = None, environ: dict[str, str] | None = None) -> str:
+    """The age cut-off of Mnemosyne's sleep: rows older than TTL // 2 hours (naive local ISO, as it stores)."""
+    moment = now or datetime.now()
+    return (moment - timedelta(hours=working_memory_ttl_hours(environ) // 2)).isoformat()
+
+
+def pending_work(connection: apsw.Connection, stale_seconds: int, now: datetime | None = None) -> dict[str, int]:
+    """Rows Mnemosyne's sleep would consolidate now, and stale claims its reclaim would hand back.
+
+    Mirrors the filters of ``BeamMemory.sleep`` (not yet consolidated, not pinned, older than the
+    cut-off) so the job takes its pre-write checkpoint only when there is work.
+    """
+    moment = now or datetime.now()
+    eligible = connection.execute(
+        "SELECT count(*) FROM working_memory WHERE timestamp < ? AND consolidated_at IS NULL "
+        "AND (pinned IS NULL OR pinned = 0)", (sleep_cutoff(moment),)).fetchone()[0]
+    stale_before = (moment - timedelta(seconds=stale_seconds)).isoformat()
+    orphans = connection.execute(
+        "SELECT count(*) FROM working_memory AS wm WHERE wm.consolidated_at IS NOT NULL "
+        "AND wm.consolidation_claimed_at IS NOT NULL AND wm.consolidation_claimed_at < ? "
+        "AND NOT EXISTS (SELECT 1 FROM episodic_memory AS em "
+        "WHERE instr(',' || COALESCE(em.summary_of, '') || ',', ',' || wm.id || ',') > 0)",
+        (stale_before,)).fetchone()[0]
+    return {"eligible": eligible, "orphan_claims": orphans}
+
+
+def _snapshot(db_path: Path, target: Path) -> None:
+    """Copy the database (with what its WAL holds) into `target` inside one read snapshot."""
+    source = database.open_memory_db(db_path, readonly=True)
+    destination = apsw.Connection(str(target))
+    try:
+        with destination.backup("main", source, "main") as backup:
+            backup.step(-1)  # all pages in one step: one consistent read snapshot
+    finally:
+        destination.close()
+        source.close()
+
+
+def _child_environment(overrides: dict[str, str]) -> dict[str, str]:
+    environment = dict(os.environ)
+    environment.update(overrides)
+    environment["PYTHONUNBUFFERED"] = "1"
+    return environment
+
+
+def run_sleep(
+    db_path: Path,
+    hermes_home: Path,
+    dry_run: bool,
+    model: str = "auto",
+    reclaim_stale_seconds: int = 3600,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Run Mnemosyne's ``sleep_all_sessions`` on `db_path` (a snapshot of it in a dry run); return its summary.
+
+    Raises MnemoOpsError with one line when the child fails.
+    """
+    if model not in MODELS:
+        raise MnemoOpsError(f"evening_batch.consolidation_model must be one of {', '.join(MODELS)}, got {model!r}")
+    scratch: Path | None = None
+    try:
+        if dry_run:
+            scratch = Path(tempfile.mkdtemp(prefix="mnemo-ops-sleep-"))
+            data_dir = scratch / "data"
+            for folder in (data_dir, scratch / "home", scratch / "hermes"):
+                folder.mkdir(mode=0o700)
+            target = data_dir / "mnemosyne.db"
+            _snapshot(db_path, target)
+            environment = _child_environment({
+                "HOME": str(scratch / "home"), "HERMES_HOME": str(scratch / "hermes"),
+                "MNEMOSYNE_DATA_DIR": str(data_dir),
+            })
+        else:
+            target = db_path
+            environment = _child_environment({
+                "MNEMOSYNE_DATA_DIR": str(Path(db_path).parent), "HERMES_HOME": str(hermes_home),
+            })
+        request = {"db_path": str(target), "dry_run": dry_run, "snapshot": dry_run, "model": model,
+                   "reclaim_stale_seconds": reclaim_stale_seconds}
+        try:
+            completed = subprocess.run(
+                [sys.executable, "-m", "mnemo_ops.consolidation.child"], input=json.dumps(request),
+                capture_output=True, text=True, env=environment, timeout=timeout_s,
+                cwd=str(scratch or Path(db_path).parent),
+            )
+        except subprocess.TimeoutExpired:
+            raise MnemoOpsError(f"Mnemosyne sleep did not finish within {timeout_s:.0f} s") from None
+        return _parse(completed)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _parse(completed: subprocess.CompletedProcess) -> dict[str, Any]:
+    lines = [line for line in completed.stdout.splitlines() if line.strip()]
+    summary: dict[str, Any] | None = None
+    if lines:
+        try:
+            summary = json.loads(lines[-1])
+        except json.JSONDecodeError:
+            summary = None
+    if summary is None or "fatal" in summary or completed.returncode != 0:
+        reason = (summary or {}).get("fatal")
+        if not reason:
+            tail = [line for line in completed.stderr.splitlines() if line.strip()]
+            reason = tail[-1] if tail else f"exit status {completed.returncode}"
+        raise MnemoOpsError(f"Mnemosyne sleep failed: {reason}")
+    return summary
