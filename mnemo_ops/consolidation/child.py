@@ -34,10 +34,16 @@ def _choose_model(model: str) -> str:
 
 def consolidate(request: dict[str, Any]) -> dict[str, Any]:
     """Run the consolidation described by `request` and return a JSON-friendly summary."""
+    from mnemo_ops.core.mnemosyne_api import initialise_schema_once, settle
     from mnemosyne.core.memory import Mnemosyne
 
     chosen = _choose_model(request.get("model", "auto"))
+    # sleep_all_sessions makes a BeamMemory per session; without this each one would re-create
+    # Mnemosyne's wm_au trigger and storm the live agent with "database is locked" (see the function).
+    initialise_schema_once()
     memory = Mnemosyne(session_id="mnemo-ops", db_path=Path(request["db_path"]))
+    if not request["dry_run"]:
+        settle()
     # A killed earlier run (ours or the agent's) can leave rows claimed without a summary; Mnemosyne's
     # own helper gives them back to sleep once the claim is older than the stale window.
     # A dry run works on a throwaway snapshot, where reclaiming for real lets sleep's own dry run count

@@ -56,8 +56,9 @@ def test_consolidates_rows_older_than_the_cutoff_once_and_keeps_every_working_ro
     assert all(after[memory_id]["consolidated_at"] for memory_id in old)
     assert not any(after[memory_id]["consolidated_at"] for memory_id in fresh)
     assert result.stats["consolidation"]["model"] == "aaak"  # no model configured offline: Mnemosyne's AAAK
-    # The pre-write checkpoint hook ran before the first write (the backup job is another issue).
-    assert any(warning.code == "checkpoint-unavailable" for warning in result.warnings)
+    # The pre-write checkpoint was taken (and verified) before the first write.
+    assert result.checkpoint and result.checkpoint.startswith("pre-evening-batch-")
+    assert (sample_settings.backups_dir / result.checkpoint / "manifest.json").exists()
 
     second = run_job(sample_settings, JOB, show_progress=False)
     assert second.status == "ok", second.error
@@ -65,7 +66,7 @@ def test_consolidates_rows_older_than_the_cutoff_once_and_keeps_every_working_ro
     assert second.changes["summaries_created"] == 0
     assert len(_episodic_rows(sample.db_path)) == len(episodes)
     assert all(count == 0 for count in second.changes.values()), second.changes
-    assert not any(warning.code == "checkpoint-unavailable" for warning in second.warnings)  # nothing to write
+    assert second.checkpoint is None  # nothing to write, so no checkpoint
     assert set(_working_rows(sample.db_path)) == set(before)
 
 
