@@ -44,6 +44,8 @@ COUNTS = ("files_drained", "items_ingested", "items_merged", "duplicates_skipped
 KEYS_TABLE = "bridge_keys"
 REJECTION_WARNINGS_SHOWN = 20  # one warning per problem, then a summary line
 LOCK_RETRY_ATTEMPTS = 8
+DEFAULT_AGENT_SHARE = 0.5
+MAX_AGENT_SHARE = 0.9
 LOCK_RETRY_BACKOFF_S = 0.05
 
 
@@ -54,6 +56,7 @@ class Limits:
     max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     default_session: str = DEFAULT_SESSION
+    agent_share: float = DEFAULT_AGENT_SHARE
 
     @classmethod
     def from_settings(cls, settings) -> "Limits":
@@ -62,7 +65,18 @@ class Limits:
             max_item_bytes=settings.option("bridge_drain.max_item_bytes", DEFAULT_MAX_ITEM_BYTES),
             max_file_bytes=settings.option("bridge_drain.max_file_bytes", DEFAULT_MAX_FILE_BYTES),
             default_session=settings.option("bridge_drain.default_session", DEFAULT_SESSION),
+            agent_share=settings.option("bridge_drain.agent_share", DEFAULT_AGENT_SHARE),
         )
+
+    def pause_after(self, busy_s: float) -> float:
+        """How long to pause after an item whose writes took `busy_s`, so the live agent gets its share.
+
+        Each remember is a dozen short write transactions back to back; a waiting agent polls the lock
+        at growing intervals (SQLite's busy handler), so without free stretches it can wait out its
+        5 s timeout, and Mnemosyne leaves its connection failing from then on.
+        """
+        share = min(self.agent_share, MAX_AGENT_SHARE)
+        return busy_s * share / (1 - share)
 
 
 @dataclasses.dataclass
@@ -344,7 +358,9 @@ class Drain:
             self.known[item.idempotency_key] = KnownRow("(dry run)", item.memory_type)
             self.ctx.count("items_merged" if merged else "items_ingested")
             return None
+        started = time.monotonic()
         outcome, memory_id = self.ingestor.remember(item, file_name)
+        time.sleep(self.limits.pause_after(time.monotonic() - started))
         if outcome == "filtered":
             return f"Mnemosyne's write filter refused it ({filter_reason(item.content) or 'rejected'})"
         if outcome == "ingested":
