@@ -153,3 +153,17 @@ def open_mnemosyne(db_path: Path, session_id: str = "mnemo-ops", hermes_home: Pa
 
 def _skip_initialisation(db_path: Path | None = None) -> None:
     """Stands in for init_db/init_beam while constructing on a database whose schema is current."""
+
+
+def close_mnemosyne_connections() -> None:
+    """Close this thread's cached Mnemosyne connections (legacy and BEAM) and forget them.
+
+    Mnemosyne keeps them open for the life of the thread; a job closes them when it is done so they
+    are not closed at some later moment (interpreter exit) of the process.
+    """
+    for module_name in ("mnemosyne.core.memory", "mnemosyne.core.beam"):
+        local = getattr(sys.modules.get(module_name), "_thread_local", None)
+        connection = getattr(local, "conn", None)
+        if connection is not None:
+            connection.close()
+            local.conn = None

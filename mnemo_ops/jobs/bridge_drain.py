@@ -34,7 +34,7 @@ from mnemo_ops.bridge.spool import Spool
 from mnemo_ops.core import database
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.core.mnemosyne_api import live_schema_gaps, open_mnemosyne
+from mnemo_ops.core.mnemosyne_api import close_mnemosyne_connections, live_schema_gaps, open_mnemosyne
 from mnemo_ops.core.results import JobResult, isoformat, utc_now
 
 COUNTS = ("files_drained", "items_ingested", "items_merged", "duplicates_skipped", "items_rejected",
@@ -88,7 +88,7 @@ class KnownRow:
     has_legacy_row: bool = True
 
 
-def keys_in_database(connection: apsw.Connection, only_key: str | None = None) -> dict[str, KnownRow]:
+def keys_in_database(connection: apsw.Connection | sqlite3.Connection, only_key: str | None = None) -> dict[str, KnownRow]:
     """Every idempotency key stored with a working_memory row (the truth for exactly-once).
 
     One scan per run (the LIKE prefilter keeps json_extract off the rows that cannot match); the
@@ -153,11 +153,11 @@ class Ingestor:
     again in the database (so a retry never duplicates).
     """
 
-    def __init__(self, ctx: JobContext, connection: apsw.Connection):
+    def __init__(self, ctx: JobContext, connection: sqlite3.Connection, schema_gaps: list[str]):
         self.ctx = ctx
-        self.connection = connection
+        self.connection = connection  # Python's sqlite3, the library Mnemosyne uses (see run())
         self._instances: dict[str, Any] = {}
-        self.schema_gaps = live_schema_gaps(connection)
+        self.schema_gaps = schema_gaps
         if self.schema_gaps:
             ctx.warn("bridge-schema-migration",
                      "the database schema is older than the installed Mnemosyne "
@@ -245,6 +245,12 @@ class Ingestor:
         """The working_memory row carrying `key`, read fresh from the database (None when absent)."""
         return keys_in_database(self.connection, key).get(key)
 
+    def close(self) -> None:
+        """Close Mnemosyne's connections (the instances are unusable afterwards)."""
+        self.end_transactions()
+        self._instances.clear()
+        close_mnemosyne_connections()
+
     def repair_legacy_row(self, memory_id: str) -> None:
         """Write the legacy ``memories`` row of a row whose drain was killed inside remember.
 
@@ -252,17 +258,42 @@ class Ingestor:
         ``memories`` row in a second commit; a kill in between leaves the key present and the legacy
         row missing. This is the row remember would have written (same id, content, fields).
         """
-        database.write_batch(self.connection, lambda connection: connection.execute(
-            "INSERT OR IGNORE INTO memories (id, content, source, timestamp, session_id, importance, metadata_json) "
-            "SELECT id, content, source, timestamp, session_id, importance, metadata_json FROM working_memory "
-            "WHERE id = ?", (memory_id,)))
+        write_now(self.connection,
+                  "INSERT OR IGNORE INTO memories (id, content, source, timestamp, session_id, importance, "
+                  "metadata_json) SELECT id, content, source, timestamp, session_id, importance, metadata_json "
+                  "FROM working_memory WHERE id = ?", (memory_id,))
 
     def set_memory_type(self, memory_id: str, memory_type: str) -> None:
         """Apply the producer's memory_type over Mnemosyne's own classification (remember has no such
         parameter). Also run for an already-present key, which repairs a run killed just before it."""
-        database.write_batch(self.connection, lambda connection: connection.execute(
-            "UPDATE working_memory SET memory_type = ? WHERE id = ? AND memory_type IS NOT ?",
-            (memory_type, memory_id, memory_type)))
+        write_now(self.connection, "UPDATE working_memory SET memory_type = ? WHERE id = ? AND memory_type IS NOT ?",
+                  (memory_type, memory_id, memory_type))
+
+
+def open_ingest_connection(path) -> sqlite3.Connection:
+    """Our connection for the ingest phase: Python's sqlite3 (the SQLite library Mnemosyne uses),
+    autocommit, explicit ``BEGIN IMMEDIATE`` for writes, the same 5 s busy timeout."""
+    return sqlite3.connect(str(path), timeout=database.BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+
+
+def write_now(connection: sqlite3.Connection, sql: str, parameters: tuple,
+              attempts: int = LOCK_RETRY_ATTEMPTS) -> None:
+    """One statement in its own ``BEGIN IMMEDIATE`` transaction, retried on a lock error
+    (``database.write_batch`` for a Python sqlite3 connection)."""
+    for attempt in range(1, attempts + 1):
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.execute(sql, parameters)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+            return
+        except sqlite3.OperationalError as error:
+            if not is_lock_error(error) or attempt == attempts:
+                raise
+            time.sleep(LOCK_RETRY_BACKOFF_S * attempt)
 
 
 def filter_reason(content: str) -> str | None:
@@ -289,7 +320,7 @@ class Drain:
     ctx: JobContext
     spool: Spool
     limits: Limits
-    connection: apsw.Connection
+    connection: apsw.Connection | sqlite3.Connection  # apsw while planning, sqlite3 while ingesting
     known: dict[str, KnownRow]
     merged: set[str]
     state_db: Any = None
@@ -400,6 +431,7 @@ def run(ctx: JobContext) -> JobResult:
     limits = Limits.from_settings(ctx.settings)
     connection = ctx.open_db()
     state_db = ctx.open_state()
+    drain = None
     try:
         drain = Drain(ctx=ctx, spool=spool, limits=limits, connection=connection,
                       known=keys_in_database(connection), merged=merged_keys_in_state(state_db))
@@ -407,7 +439,15 @@ def run(ctx: JobContext) -> JobResult:
             spool.ensure()
             _create_keys_table(state_db)
             drain.state_db = state_db
-            drain.ingestor = Ingestor(ctx, connection)
+            schema_gaps = live_schema_gaps(connection)
+            # apsw bundles its own SQLite; Mnemosyne uses Python's sqlite3 (the system one). Two SQLite
+            # libraries must never have one database open in the same process: they cannot see each
+            # other's locks, so closing one deletes the WAL under the other, whose later writes are
+            # then lost. So apsw is closed before Mnemosyne opens, and the ingest reads and writes
+            # through Python's sqlite3 only.
+            connection.close()
+            connection = drain.connection = open_ingest_connection(ctx.settings.db_path)
+            drain.ingestor = Ingestor(ctx, connection, schema_gaps)
         with ctx.progress.bar("bridge-drain: files", total=len(names)) as bar:
             for name in names:
                 try:
@@ -419,6 +459,8 @@ def run(ctx: JobContext) -> JobResult:
             ctx.warn("bridge-rejected", f"... and {drain.rejections_reported - REJECTION_WARNINGS_SHOWN} more "
                      f"rejections; see {spool.folder('failed')}/*.error.json", severity="warning")
     finally:
+        if drain is not None and drain.ingestor is not None:
+            drain.ingestor.close()
         connection.close()
         if state_db is not None:
             state_db.close()

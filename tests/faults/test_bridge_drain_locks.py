@@ -75,3 +75,23 @@ def test_an_item_that_hits_the_lock_is_retried_exactly_once(sample, lock_at):
     keys = [key for key, _, _ in rows]
     assert len(keys) == 3 and len(set(keys)) == 3
     assert all(has_legacy for _, _, has_legacy in rows)
+
+
+def test_apsw_is_closed_before_mnemosyne_opens_the_database(sample, tmp_path):
+    # apsw bundles its own SQLite and Mnemosyne uses Python's: in one process they cannot see each
+    # other's locks, so closing one deletes the WAL under the other (whose later writes are lost).
+    log = tmp_path / "connections.json"
+    environ = sample.environ()
+    environ.update({"MNEMO_OPS_TEST_DB": str(sample.db_path), "CONNECTION_LOG": str(log)})
+    completed = subprocess.run([sys.executable, str(Path(__file__).with_name("drain_connection_log.py")),
+                                "--json", "run", "bridge-drain"], env=environ, capture_output=True, text=True,
+                               timeout=120)
+    assert json.loads(completed.stdout)["changes"]["items_ingested"] == 3
+    events = json.loads(log.read_text())
+    first_sqlite3 = events.index(["sqlite3", "open"])  # Mnemosyne did open the database
+    apsw_open = 0
+    for library, event in events[:first_sqlite3]:
+        if library == "apsw":
+            apsw_open += 1 if event == "open" else -1
+    assert apsw_open == 0
+    assert ["apsw", "open"] not in events[first_sqlite3:]
