@@ -88,7 +88,8 @@ class KnownRow:
     has_legacy_row: bool = True
 
 
-def keys_in_database(connection: apsw.Connection | sqlite3.Connection, only_key: str | None = None) -> dict[str, KnownRow]:
+def keys_in_database(connection: apsw.Connection | sqlite3.Connection,
+                     only_key: str | None = None) -> dict[str, KnownRow]:
     """Every idempotency key stored with a working_memory row (the truth for exactly-once).
 
     One scan per run (the LIKE prefilter keeps json_extract off the rows that cannot match); the
@@ -120,8 +121,10 @@ def first_row(cursor) -> tuple | None:
     return rows[0] if rows else None
 
 
-def is_lock_error(error: sqlite3.OperationalError) -> bool:
+def is_lock_error(error: sqlite3.Error) -> bool:
     """SQLITE_BUSY or SQLITE_LOCKED (any extended code), as raised by Python's sqlite3."""
+    if not isinstance(error, sqlite3.OperationalError):
+        return False
     code = getattr(error, "sqlite_errorcode", None)
     if code is not None:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -220,7 +223,7 @@ class Ingestor:
                     metadata=item.row_metadata(file_name),
                 )
                 break
-            except sqlite3.OperationalError as error:
+            except sqlite3.Error as error:
                 self.end_transactions(rollback=True)
                 if not is_lock_error(error) or attempt == LOCK_RETRY_ATTEMPTS:
                     raise
@@ -266,7 +269,8 @@ class Ingestor:
     def set_memory_type(self, memory_id: str, memory_type: str) -> None:
         """Apply the producer's memory_type over Mnemosyne's own classification (remember has no such
         parameter). Also run for an already-present key, which repairs a run killed just before it."""
-        write_now(self.connection, "UPDATE working_memory SET memory_type = ? WHERE id = ? AND memory_type IS NOT ?",
+        write_now(self.connection,
+                  "UPDATE working_memory SET memory_type = ? WHERE id = ? AND memory_type IS NOT ?",
                   (memory_type, memory_id, memory_type))
 
 

@@ -1,4 +1,5 @@
-"""bridge-drain beside a live agent: it changes no schema, and an item whose write hits the lock is retried once, safely."""
+"""bridge-drain beside a live agent: it changes no schema, keeps to one SQLite library on the database, and
+retries an item whose write hits the lock, safely."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def _bridge_rows(sample) -> list[tuple[str, str, int]]:
         return connection.execute(
             "SELECT json_extract(w.metadata_json, '$._bridge.key'), w.id, "
             "EXISTS (SELECT 1 FROM memories AS m WHERE m.id = w.id) FROM working_memory AS w "
-            "WHERE json_valid(w.metadata_json) AND json_extract(w.metadata_json, '$._bridge.key') IS NOT NULL").fetchall()
+            "WHERE json_valid(w.metadata_json) AND json_extract(w.metadata_json, '$._bridge.key') IS NOT NULL"
+        ).fetchall()
     finally:
         connection.close()
 
