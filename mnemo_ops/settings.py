@@ -95,6 +95,7 @@ SCHEMA: dict[str, Any] = {
         "max_item_bytes": Option(int, 32 * 1024, "positive"),  # cap on an item's content (UTF-8 bytes)
         "max_file_bytes": Option(int, 16 * 1024 * 1024, "positive"),  # bigger spool files are rejected whole
         "default_session": Option(str, "bridge"),  # session_id of items that give none
+        "agent_share": Option(float, 0.5, "fraction"),  # share of wall time left free for the live agent
     },
     "nightly_selfcare": {
         "memory_char_limit": Option(int, 2200, "positive"),

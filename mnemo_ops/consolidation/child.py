@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,16 +35,31 @@ def _choose_model(model: str) -> str:
 
 def consolidate(request: dict[str, Any]) -> dict[str, Any]:
     """Run the consolidation described by `request` and return a JSON-friendly summary."""
-    from mnemo_ops.core.mnemosyne_api import initialise_schema_once, settle
+    from mnemo_ops.core import mnemosyne_api
+
+    db_path = Path(request["db_path"])
+    # Is Mnemosyne's schema on this database current? Read with Python's sqlite3, the library
+    # Mnemosyne uses in this process (docs/architecture.md: one SQLite library per process).
+    probe = sqlite3.connect(f"{db_path.absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        gaps = mnemosyne_api.live_schema_gaps(probe)
+    finally:
+        probe.close()
+    chosen = _choose_model(request.get("model", "auto"))
+    # sleep_all_sessions makes a BeamMemory per session, and each would redefine Mnemosyne's wm_au
+    # trigger: a schema change that can wedge the live agent's connection with "database is locked"
+    # (see mnemosyne_api). On a current schema, initialisation is skipped for the whole consolidation.
+    skip = mnemosyne_api.schema_initialisation_skipped() if not gaps else contextlib.nullcontext()
+    with skip:
+        return _consolidate(request, db_path, chosen, gaps)
+
+
+def _consolidate(request: dict[str, Any], db_path: Path, chosen: str, gaps: list[str]) -> dict[str, Any]:
+    from mnemo_ops.core.mnemosyne_api import point_environment_at
     from mnemosyne.core.memory import Mnemosyne
 
-    chosen = _choose_model(request.get("model", "auto"))
-    # sleep_all_sessions makes a BeamMemory per session; without this each one would re-create
-    # Mnemosyne's wm_au trigger and storm the live agent with "database is locked" (see the function).
-    initialise_schema_once()
-    memory = Mnemosyne(session_id="mnemo-ops", db_path=Path(request["db_path"]))
-    if not request["dry_run"]:
-        settle()
+    point_environment_at(db_path)
+    memory = Mnemosyne(session_id="mnemo-ops", db_path=db_path)
     # A killed earlier run (ours or the agent's) can leave rows claimed without a summary; Mnemosyne's
     # own helper gives them back to sleep once the claim is older than the stale window.
     # A dry run works on a throwaway snapshot, where reclaiming for real lets sleep's own dry run count
@@ -78,6 +94,7 @@ def consolidate(request: dict[str, Any]) -> dict[str, Any]:
         "model_refresh": outcome.get("model_refresh") or {},
         "errors": outcome.get("error_details") or [],
         "sessions": sessions,
+        "schema_migrated": gaps,
     }
 
 
