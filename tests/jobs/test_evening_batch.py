@@ -336,3 +336,22 @@ def test_mnemosyne_doctor_finds_nothing_new_and_recall_works_afterwards(sample, 
 
     assert len(_doctor_findings(sample)) <= len(findings)
     assert set(recalled) <= set(_recall(sample, "tomato seeds"))
+
+
+def test_consolidation_leaves_the_schema_version_alone(sample, sample_settings):
+    """Mnemosyne re-creates its wm_au trigger per instance; on a current schema we must not let it,
+    because a schema change can wedge the live agent's connection (see mnemo_ops.core.mnemosyne_api)."""
+    import apsw
+
+    def schema_version() -> int:
+        connection = apsw.Connection(str(sample.db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            return connection.execute("PRAGMA schema_version").fetchone()[0]
+        finally:
+            connection.close()
+
+    before = schema_version()
+    result = run_job(sample_settings, JOB, show_progress=False)
+    assert result.status == "ok", result.error
+    assert result.changes["items_consolidated"] > 0
+    assert schema_version() == before
