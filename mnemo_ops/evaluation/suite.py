@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from mnemo_ops.checkpoints.files import sha256_file
 from mnemo_ops.core.errors import UsageError
 
 KNOWN_FIELDS = ("id", "query", "relevant", "expect", "session", "category", "k", "answer")
@@ -66,11 +67,7 @@ class Suite:
 
 def file_sha256(path: Path) -> str:
     """sha256 of the file's bytes (what a baseline pins)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256_file(path)
 
 
 def _string_list(where: str, name: str, value: Any) -> tuple[str, ...]:
