@@ -187,3 +187,41 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
     assert commands[0].endswith("mnemo-ops demo")
     assert commands[1].endswith("pytest -q") and "'.[test]'" in commands[1]
     assert commands[1] in (REPO / ".ci" / "run").read_text()
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from mnemo_ops.core.lock import WriterLock
+lock = WriterLock(Path(sys.argv[1]), "memory-maintain")
+lock.acquire()
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_second_writer_exits_75_and_is_recorded_then_kill_9_frees_the_lock(sample, sample_settings, cli):
+    import signal
+    import subprocess
+
+    from mnemo_ops.core import state
+    from mnemo_ops.core.lock import lock_path_for
+
+    lock_path = lock_path_for(sample_settings.state_dir, sample_settings.db_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        skipped = cli("run", "backup")
+        assert skipped.returncode == 75
+        assert "memory-maintain" in skipped.stderr and f"pid {holder.pid}" in skipped.stderr
+        dry = cli("run", "backup", "--dry-run")  # dry runs never take the lock
+        assert dry.returncode == 0, dry.stderr
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    after = cli("--json", "run", "backup")
+    assert after.returncode == 0, after.stderr
+    assert json.loads(after.stdout)["status"] == "ok"
+    ledger = state.open_state(sample_settings.state_db_path)
+    statuses = [row[0] for row in ledger.execute("SELECT status FROM runs WHERE job = 'backup' ORDER BY id")]
+    assert statuses == ["skipped", "ok"]
