@@ -60,6 +60,12 @@ SCHEMA: dict[str, Any] = {
         "prometheus_textfile_dir": Option(str),
         "syslog": Option(bool, False),
     },
+    "memory_maintain": {
+        "k": Option(int, 3, "positive"),
+        "min_score": Option(float, 0.3, "fraction"),
+        "max_rows_per_run": Option(int, 20000, "positive"),
+        "batch_size": Option(int, 500, "positive"),
+    },
     "backup": {
         "keep": Option(int, 7, "positive"),
         "pre_write_keep": Option(int, 7, "positive"),

@@ -39,6 +39,8 @@ def _index_tokens(text: str) -> list[str]:
 
 def is_allowed(token: str) -> bool:
     """True when every character of `token` is a letter, a digit or a combining mark."""
+    if token.isalnum():  # the common case, checked in C: letters and digits only
+        return True
     return all(unicodedata.category(character)[0] in "LNM" for character in token)
 
 
@@ -122,16 +124,20 @@ class Vocabulary:
         return math.log((self.total_documents - frequency + 0.5) / (frequency + 0.5) + 1.0)
 
 
-def salient_terms(text: str, vocabulary: Vocabulary, limit: int = 8, max_document_share: float = 0.5) -> list[str]:
+def salient_terms(text: str, vocabulary: Vocabulary, limit: int = 8, max_document_share: float = 0.5,
+                  min_documents: int = 1) -> list[str]:
     """The `limit` rarest index terms of `text` (highest IDF first; ties by first appearance).
 
-    Terms absent from the index can match nothing and are dropped; so are terms found in more than
-    `max_document_share` of the documents (they carry no signal).
+    Terms held by fewer than `min_documents` documents are dropped (absent terms match nothing; a
+    term only the text's own row holds, ``min_documents=2``, can link it to nothing); so are terms
+    found in more than `max_document_share` of the documents (they carry no signal). Small indexes
+    keep every term a row could share: the share cap never drops below `min_documents` + 1 documents.
     """
     candidates = tokens(text)
     frequencies = vocabulary.document_frequency(candidates)
     total = max(1, vocabulary.total_documents)
-    useful = [t for t in candidates if 0 < frequencies[t] and (frequencies[t] / total <= max_document_share or total < 4)]
+    ceiling = max(max_document_share * total, min_documents + 1) if total >= 4 else total
+    useful = [t for t in candidates if max(1, min_documents) <= frequencies[t] <= ceiling]
     ranked = sorted(enumerate(useful), key=lambda pair: (-vocabulary.idf(pair[1]), pair[0]))
     return [term for _, term in ranked[:limit]]
 
