@@ -198,3 +198,24 @@ def test_trigger_never_makes_a_raw_write_fail(sample, cli):
     assert rows[("nulltype00000000", 1)][2] == "auto:unknown" and rows[("nulltype00000000", 1)][4] is not None
     assert ("nulltype00000000", 2) not in rows
     assert not any(name in ("blank00000000000", "expired000000000") for name, _ in rows)
+
+
+def test_trigger_sql_stays_within_sqlite_3_37():
+    """The trigger runs in Mnemosyne's connections (SQLite 3.37+ on supported machines): no newer syntax."""
+    code = "\n".join(line.split("--")[0] for line in canonical_trigger.render_sql("dana").splitlines()).upper()
+    for newer in ("->", "UNIXEPOCH(", "RETURNING", "STRICT", "OCTET_LENGTH(", "CONCAT(", "CONCAT_WS(",
+                  "UNISTR(", "FORMAT(", "TIMEDIFF(", "STRING_AGG("):
+        assert newer not in code, newer
+    # Every statement compiles in Python's sqlite3 on a Mnemosyne-shaped schema.
+    connection = sqlite3.connect(":memory:")
+    connection.executescript(
+        "CREATE TABLE working_memory (id TEXT PRIMARY KEY, content TEXT NOT NULL, source TEXT, veracity TEXT, "
+        "importance REAL, memory_type TEXT, valid_until TIMESTAMP, superseded_by TEXT);"
+        "CREATE TABLE canonical_facts (id INTEGER PRIMARY KEY AUTOINCREMENT, owner_id TEXT NOT NULL, "
+        "category TEXT NOT NULL, name TEXT NOT NULL, body TEXT NOT NULL, source TEXT, confidence REAL DEFAULT 1.0, "
+        "version INTEGER NOT NULL DEFAULT 1, valid_from TEXT NOT NULL, valid_until TEXT, created_at TIMESTAMP);"
+        "CREATE UNIQUE INDEX idx_canonical_current ON canonical_facts(owner_id, category, name) "
+        "WHERE valid_until IS NULL;")
+    connection.executescript(canonical_trigger.render_sql("dana"))
+    connection.execute("INSERT INTO working_memory VALUES ('a', 'x y', 'user', 'stated', 0.9, 'fact', NULL, NULL)")
+    assert connection.execute("SELECT name, version FROM canonical_facts").fetchall() == [("a", 1)]
