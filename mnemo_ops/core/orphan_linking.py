@@ -34,6 +34,10 @@ EDGE_TYPE = "related_to"
 QUERY_TERMS = 8
 LINK_MAX_DOCUMENT_SHARE = 0.1
 """Terms held by more than this share of documents are too common to say two memories are related."""
+LINK_MAX_DOCUMENTS = 1000
+"""Nor are terms held by more than this many documents. It also bounds the work of one query (bm25 is
+computed for every document a query matches), which keeps the cost per row flat as the database grows."""
+MMAP_BYTES = 256 * 1024 * 1024
 
 _ORPHANS = (
     "SELECT w.id, w.content FROM working_memory w "
@@ -121,6 +125,8 @@ class Matcher:
         self.connection = connection
         self.options = options
         self.now = now
+        # Reading through a memory map saves a system call per page on the many small index lookups.
+        connection.execute(f"PRAGMA mmap_size = {MMAP_BYTES}").fetchall()
         tables = database.table_names(connection)
         self.has_episodes = {"fts_episodes", "episodic_memory"} <= tables
         vocabularies = [Vocabulary(connection, "fts_working")]
@@ -139,8 +145,9 @@ class Matcher:
 
     def query_for(self, content: str) -> str | None:
         """The safe MATCH expression of the row's salient terms (None: nothing it could share)."""
-        terms = salient_terms(content, self.vocabulary, limit=QUERY_TERMS,
-                              max_document_share=LINK_MAX_DOCUMENT_SHARE, min_documents=2)
+        share = min(LINK_MAX_DOCUMENT_SHARE, LINK_MAX_DOCUMENTS / max(1, self.vocabulary.total_documents))
+        terms = salient_terms(content, self.vocabulary, limit=QUERY_TERMS, max_document_share=share,
+                              min_documents=2)
         return match_expression(terms, max_terms=QUERY_TERMS)
 
     def _working_hits(self, query: str, limit: int) -> list[tuple[str, float]]:
@@ -185,8 +192,12 @@ class Matcher:
         reference = min(self_scores + [min(match.score for match in candidates)])
         floor = self.options.min_score * reference
         candidates.sort(key=lambda match: (match.score, match.target))
-        kept = [match for match in candidates if match.score <= floor and reference < 0]
-        return kept[: self.options.k]
+        kept: dict[str, Match] = {}
+        for match in candidates:
+            # One edge per target even if a working and an episodic row ever shared an id.
+            if match.score <= floor and reference < 0 and match.target not in kept:
+                kept[match.target] = match
+        return list(kept.values())[: self.options.k]
 
 
 def edge_weight(rank: int) -> float:
@@ -231,23 +242,15 @@ def _still_orphan(connection: apsw.Connection, row_id: str) -> bool:
         "AND NOT EXISTS (SELECT 1 FROM graph_edges WHERE target = ?1)", (row_id,)).fetchall()[0][0] == 1
 
 
-def _pair_linked(connection: apsw.Connection, first: str, second: str) -> bool:
-    return bool(connection.execute(
-        "SELECT 1 FROM graph_edges WHERE (source = ?1 AND target = ?2) OR (source = ?2 AND target = ?1) LIMIT 1",
-        (first, second)).fetchall())
-
-
 @dataclasses.dataclass
 class PlannedEdges:
     """Edges decided so far in this run: what later rows' orphan checks must see (dry run: all of them)."""
 
     nodes: set[str] = dataclasses.field(default_factory=set)
-    pairs: set[frozenset[str]] = dataclasses.field(default_factory=set)
 
     def add(self, source: str, target: str) -> None:
         """Record an edge between `source` and `target`."""
         self.nodes.update((source, target))
-        self.pairs.add(frozenset((source, target)))
 
 
 def decide(connection: apsw.Connection, planned: PlannedEdges, row_id: str,
@@ -259,12 +262,9 @@ def decide(connection: apsw.Connection, planned: PlannedEdges, row_id: str,
     """
     if row_id in planned.nodes or not _still_orphan(connection, row_id):
         return "meanwhile", []
-    edges = []
-    for rank, match in enumerate(matches):
-        pair = frozenset((row_id, match.target))
-        if pair in planned.pairs or _pair_linked(connection, row_id, match.target):
-            continue  # as Mnemosyne's linker does: skip the pair, keep the rank numbering
-        edges.append((row_id, match.target, edge_weight(rank)))
+    # The row has no edge at all (checked just now, inside the write transaction in a real run), so
+    # no pair with it exists yet, in either direction: every match gets its edge.
+    edges = [(row_id, match.target, edge_weight(rank)) for rank, match in enumerate(matches)]
     return ("linked" if edges else "unmatched"), edges
 
 
