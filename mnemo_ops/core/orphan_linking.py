@@ -34,9 +34,11 @@ EDGE_TYPE = "related_to"
 QUERY_TERMS = 8
 LINK_MAX_DOCUMENT_SHARE = 0.1
 """Terms held by more than this share of documents are too common to say two memories are related."""
-LINK_MAX_DOCUMENTS = 1000
-"""Nor are terms held by more than this many documents. It also bounds the work of one query (bm25 is
-computed for every document a query matches), which keeps the cost per row flat as the database grows."""
+LINK_MAX_DOCUMENTS = 100
+"""Terms held by more documents than this are left out while rarer ones exist: bm25 is computed for
+every document a query matches, so this bounds the work per row as the database grows (mid-frequency
+terms are held by ever more rows). A row with no rarer term falls back to its two rarest terms."""
+FALLBACK_TERMS = 2
 MMAP_BYTES = 256 * 1024 * 1024
 
 _ORPHANS = (
@@ -148,6 +150,9 @@ class Matcher:
         share = min(LINK_MAX_DOCUMENT_SHARE, LINK_MAX_DOCUMENTS / max(1, self.vocabulary.total_documents))
         terms = salient_terms(content, self.vocabulary, limit=QUERY_TERMS, max_document_share=share,
                               min_documents=2)
+        if not terms and share < LINK_MAX_DOCUMENT_SHARE:
+            terms = salient_terms(content, self.vocabulary, limit=FALLBACK_TERMS,
+                                  max_document_share=LINK_MAX_DOCUMENT_SHARE, min_documents=2)
         return match_expression(terms, max_terms=QUERY_TERMS)
 
     def _working_hits(self, query: str, limit: int) -> list[tuple[str, float]]:
