@@ -78,6 +78,7 @@ class LinkTotals:
     orphans_examined: int = 0
     orphans_linked: int = 0
     orphans_unmatched: int = 0
+    orphans_matched_later: int = 0
     orphans_linked_meanwhile: int = 0
     edges_created: int = 0
     completed_round: bool = False
@@ -312,6 +313,7 @@ def link_orphans(run: LinkRun) -> LinkTotals:
     totals = LinkTotals(orphans_found=found, cursor=run.start_after)
     matcher = Matcher(connection, options, now)
     planned = PlannedEdges()  # dry run: every edge decided so far
+    unmatched: set[str] = set()  # examined without a match and still without an edge
     cap_reached = False
     for batch in orphan_batches(connection, now, run.start_after, options.batch_size, planned.nodes):
         remaining = options.max_rows - totals.orphans_examined
@@ -329,15 +331,20 @@ def link_orphans(run: LinkRun) -> LinkTotals:
             if any(matches for _, matches in matched) and run.before_write is not None:
                 run.before_write()
             outcomes = database.write_batch(connection, lambda conn: _apply(conn, matched))
-        for outcome, edges in outcomes:
+        for (row_id, _), (outcome, edges) in zip(batch, outcomes):
             totals.orphans_examined += 1
             totals.edges_created += len(edges)
             if outcome == "linked":
                 totals.orphans_linked += 1
             elif outcome == "unmatched":
-                totals.orphans_unmatched += 1
+                unmatched.add(row_id)
             else:
                 totals.orphans_linked_meanwhile += 1
+            # An earlier row without a match of its own can still be chosen as a later row's match.
+            for _, target, _ in edges:
+                if target in unmatched:
+                    unmatched.discard(target)
+                    totals.orphans_matched_later += 1
         totals.cursor = batch[-1][0]
         if not run.dry_run and run.after_commit is not None:
             run.after_commit(totals.cursor)
@@ -345,6 +352,7 @@ def link_orphans(run: LinkRun) -> LinkTotals:
             run.progress.advance(len(batch))
         if cap_reached:
             break
+    totals.orphans_unmatched = len(unmatched)
     totals.completed_round = not cap_reached
     if totals.completed_round:
         totals.cursor = ""
