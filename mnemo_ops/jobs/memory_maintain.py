@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mnemo_ops.core import canonical_backstop, canonical_trigger, orphan_linking
+from mnemo_ops.core import canonical_backstop, canonical_trigger, database, orphan_linking
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.results import JobResult, isoformat, utc_now
@@ -102,6 +102,11 @@ def _backstop(ctx: JobContext, connection) -> None:
 
 
 def _link(ctx: JobContext, connection, options: orphan_linking.LinkOptions) -> None:
+    missing = {"graph_edges", "fts_working"} - database.table_names(connection)
+    if missing:
+        ctx.warn("orphan-linking-unavailable",
+                 f"no orphan linking: the database has no {', '.join(sorted(missing))} table", severity="warning")
+        return
     start_after = _read_cursor(ctx)
     state = save = None
     if not ctx.dry_run:
