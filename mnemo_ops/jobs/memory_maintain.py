@@ -81,7 +81,7 @@ def _owner(ctx: JobContext, connection) -> str:
     return installed.owner or ctx.settings.owner
 
 
-def _backstop(ctx: JobContext, connection) -> None:
+def _backstop(ctx: JobContext, connection, batch_size: int) -> None:
     owner = _owner(ctx, connection)
     now = orphan_linking.local_now()
     plan = canonical_backstop.plan(connection, owner, now)
@@ -96,7 +96,7 @@ def _backstop(ctx: JobContext, connection) -> None:
         return
     if plan.close or plan.promote:
         ctx.before_write()
-    closed, promoted = canonical_backstop.apply(connection, owner, plan, now)
+    closed, promoted = canonical_backstop.apply(connection, owner, plan, now, batch_size=batch_size)
     ctx.count("canonical_closed", closed)
     ctx.count("canonical_promoted", promoted)
 
@@ -137,7 +137,7 @@ def run(ctx: JobContext) -> JobResult:
     options = link_options(ctx)
     connection = ctx.open_db()
     try:
-        _backstop(ctx, connection)
+        _backstop(ctx, connection, options.batch_size)
         _link(ctx, connection, options)
     finally:
         connection.close()
