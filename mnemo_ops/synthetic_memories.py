@@ -3,7 +3,8 @@
 Writing 100k rows through Mnemosyne's API would take hours, so rows go straight into
 ``working_memory`` and ``episodic_memory`` (Mnemosyne's own FTS triggers index them). The text is
 deterministic for a seed: each row talks about one topic (a few topic words) with common filler,
-so rows of the same topic share rare terms the way real memories of one subject do.
+so rows of the same topic share rare terms the way real memories of one subject do; topic words
+may recur across topics, but stay rare at every size.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from pathlib import Path
 
 _FILLER = ("the we and to of a in for on with was is it that about our this at from by as new old "
            "today later again maybe still really after before some more other then also").split()
-_SYLLABLES = ("ka lo mi ne ru sa ti vo pe da ri no fu ze ga bi to ya mo ke lu shi ra po ni").split()
+_SYLLABLES = ("ka lo mi ne ru sa ti vo pe da ri no fu ze ga bi to ya mo ke lu shi ra po ni "
+              "ba de gi ko mu na re si tu wa ye zo ha je").split()
 
 
 def _word(rng: random.Random) -> str:
-    return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 4)))
+    # 3 to 5 of 40 syllables: enough distinct words that topic words stay rare at a million rows
+    # (the same shape of data at every size; a small word space would make the terms of big
+    # fixtures ever more common).
+    return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(3, 5)))
 
 
 def topic_words(topics: int, seed: int = 7, per_topic: int = 6) -> list[list[str]]:

@@ -39,7 +39,8 @@ LINK_MAX_DOCUMENTS = 100
 every document a query matches, so this bounds the work per row as the database grows (mid-frequency
 terms are held by ever more rows). A row with no rarer term falls back to its two rarest terms."""
 FALLBACK_TERMS = 2
-MMAP_BYTES = 256 * 1024 * 1024
+MMAP_BYTES = 2 * 1024 * 1024 * 1024
+"""Reads go through a memory map of up to this much of the file (SQLite caps it at its build limit)."""
 
 _ORPHANS = (
     "SELECT w.id, w.content FROM working_memory w "
