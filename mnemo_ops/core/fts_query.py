@@ -73,7 +73,9 @@ def quote(token: str) -> str:
 
 
 def match_expression(terms: Iterable[str], max_terms: int = MAX_TERMS) -> str | None:
-    """OR together up to `max_terms` quoted terms; None when there is nothing safe to search for."""
+    """OR together up to `max_terms` (never more than MAX_TERMS) quoted terms; None when there is nothing
+    safe to search for."""
+    max_terms = max(0, min(int(max_terms), MAX_TERMS))
     chosen: list[str] = []
     for term in terms:
         for token in tokens(term):
