@@ -137,8 +137,9 @@ class Matcher:
         if self.has_episodes:
             vocabularies.append(Vocabulary(connection, "fts_episodes"))
         self.vocabulary = CombinedVocabulary(vocabularies)
-        # Fetch more hits than needed: some are the row itself or not live.
-        self.fetch = max(4 * options.k + 1, 16)
+        # The row itself, k matches and one spare; `matches` fetches deeper when dead rows crowd them out.
+        # Every fetched hit costs an id lookup, so fetching few keeps the cost per row flat.
+        self.fetch = options.k + 2
 
     def prime(self, contents: list[str]) -> None:
         """Look up the document frequencies of a whole batch at once (one query per index)."""
