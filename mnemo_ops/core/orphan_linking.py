@@ -158,24 +158,26 @@ class Matcher:
                                   max_document_share=LINK_MAX_DOCUMENT_SHARE, min_documents=2)
         return match_expression(terms, max_terms=QUERY_TERMS)
 
-    def _working_hits(self, query: str, limit: int) -> list[tuple[str, float]]:
+    def _working_hits(self, query: str, limit: int) -> list[tuple[str, float, int]]:
+        # (id, score, live) for the top hits; dead rows are returned too, so the caller can tell a
+        # short list (few matches) from one that dead rows filled.
         return self.connection.execute(
-            "SELECT h.id, h.score FROM (SELECT id, bm25(fts_working) AS score FROM fts_working "
-            "WHERE fts_working MATCH :query ORDER BY rank LIMIT :limit) h "
-            "JOIN working_memory w ON w.id = h.id "
-            "WHERE w.superseded_by IS NULL AND (w.valid_until IS NULL OR w.valid_until > :now) "
-            "ORDER BY h.score, h.id",
+            "SELECT h.id, h.score, coalesce(w.superseded_by IS NULL "
+            "  AND (w.valid_until IS NULL OR w.valid_until > :now), 0) "
+            "FROM (SELECT id, bm25(fts_working) AS score FROM fts_working "
+            "      WHERE fts_working MATCH :query ORDER BY rank LIMIT :limit) h "
+            "LEFT JOIN working_memory w ON w.id = h.id ORDER BY h.score, h.id",
             {"query": query, "limit": limit, "now": self.now}).fetchall()
 
-    def _episode_hits(self, query: str, limit: int) -> list[tuple[str, float]]:
+    def _episode_hits(self, query: str, limit: int) -> list[tuple[str, float, int]]:
         if not self.has_episodes:
             return []
         return self.connection.execute(
-            "SELECT e.id, h.score FROM (SELECT rowid, bm25(fts_episodes) AS score FROM fts_episodes "
-            "WHERE fts_episodes MATCH :query ORDER BY rank LIMIT :limit) h "
-            "JOIN episodic_memory e ON e.rowid = h.rowid "
-            "WHERE e.superseded_by IS NULL AND (e.valid_until IS NULL OR e.valid_until > :now) "
-            "ORDER BY h.score, e.id",
+            "SELECT e.id, h.score, coalesce(e.superseded_by IS NULL "
+            "  AND (e.valid_until IS NULL OR e.valid_until > :now), 0) "
+            "FROM (SELECT rowid, bm25(fts_episodes) AS score FROM fts_episodes "
+            "      WHERE fts_episodes MATCH :query ORDER BY rank LIMIT :limit) h "
+            "JOIN episodic_memory e ON e.rowid = h.rowid ORDER BY h.score, e.id",
             {"query": query, "limit": limit, "now": self.now}).fetchall()
 
     def matches(self, row_id: str, content: str) -> list[Match]:
@@ -186,11 +188,13 @@ class Matcher:
         limit = self.fetch
         while True:
             working = self._working_hits(query, limit)
-            self_scores = [score for hit_id, score in working if hit_id == row_id]
-            candidates = [Match(hit_id, score) for hit_id, score in working if hit_id != row_id]
-            candidates += [Match(hit_id, score) for hit_id, score in self._episode_hits(query, limit)]
-            # Few live hits among many fetched: fetch deeper once, so dead rows cannot hide live ones.
-            if len(candidates) >= self.options.k or len(working) < limit or limit > self.fetch:
+            episodes = self._episode_hits(query, limit)
+            self_scores = [score for hit_id, score, _ in working if hit_id == row_id]
+            candidates = [Match(hit_id, score) for hit_id, score, live in working + episodes
+                          if live and hit_id != row_id]
+            # Dead rows filled the fetched hits and crowded live ones out: fetch deeper (once).
+            crowded = len(working) == limit or len(episodes) == limit
+            if len(candidates) >= self.options.k or not crowded or limit > self.fetch:
                 break
             limit *= 8
         if not candidates:

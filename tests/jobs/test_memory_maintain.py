@@ -202,3 +202,26 @@ def test_bad_options_are_usage_errors(sample, option):
     completed = run_cli(sample, "run", "memory-maintain", "--option", option)
     assert completed.returncode == 2
     assert completed.stderr.strip().count("\n") == 0
+
+
+def test_closed_rows_never_become_targets_even_when_they_match_best(sample):
+    """The orphan's best matches are closed or superseded rows: it still gets its live match."""
+    add_synthetic_memories(sample.db_path, 400, seed=2)  # so 10 rows sharing a word are not "common"
+    connection = sqlite3.connect(sample.db_path)
+    with connection:
+        connection.execute("INSERT INTO working_memory (id, content, source, importance) VALUES "
+                           "('aaazq00000000000', 'zebra quokka okapi', 'conversation', 0.5)")
+        for number in range(8):
+            connection.execute(
+                "INSERT INTO working_memory (id, content, source, importance, superseded_by, valid_until) "
+                "VALUES (?, 'zebra quokka okapi', 'conversation', 0.5, ?, ?)",
+                (f"deadzq{number:010d}", "aaazq00000000000" if number % 2 else None,
+                 None if number % 2 else "2001-01-01T00:00:00"))
+        # Longer, so worse by bm25 than every dead row, with words no other memory holds.
+        connection.execute("INSERT INTO working_memory (id, content, source, importance) VALUES "
+                           "('zzzzq00000000000', 'zebra quokka okapi xqone xqtwo', 'conversation', 0.5)")
+    connection.close()
+    run_job(sample, "--option", "min_score=0")  # no floor: only liveness decides here
+    edges = [edge for edge in our_edges(sample.db_path) if "zq" in edge[0] or "zq" in edge[1]]
+    # The orphan first in id order finds the live row beyond the dead ones (fetching deeper).
+    assert [edge[:2] for edge in edges] == [("aaazq00000000000", "zzzzq00000000000")]
