@@ -134,8 +134,9 @@ class Matcher:
         tables = database.table_names(connection)
         self.has_episodes = {"fts_episodes", "episodic_memory"} <= tables
         vocabularies = [Vocabulary(connection, "fts_working")]
-        if self.has_episodes:
-            vocabularies.append(Vocabulary(connection, "fts_episodes"))
+        self.episode_vocabulary = Vocabulary(connection, "fts_episodes") if self.has_episodes else None
+        if self.episode_vocabulary is not None:
+            vocabularies.append(self.episode_vocabulary)
         self.vocabulary = CombinedVocabulary(vocabularies)
         # The row itself, k matches and one spare; `matches` fetches deeper when dead rows crowd them out.
         # Every fetched hit costs an id lookup, so fetching few keeps the cost per row flat.
@@ -150,13 +151,17 @@ class Matcher:
 
     def query_for(self, content: str) -> str | None:
         """The safe MATCH expression of the row's salient terms (None: nothing it could share)."""
+        return match_expression(self.terms_for(content), max_terms=QUERY_TERMS)
+
+    def terms_for(self, content: str) -> list[str]:
+        """The row's salient terms: held by another memory, not common, rarest first."""
         share = min(LINK_MAX_DOCUMENT_SHARE, LINK_MAX_DOCUMENTS / max(1, self.vocabulary.total_documents))
         terms = salient_terms(content, self.vocabulary, limit=QUERY_TERMS, max_document_share=share,
                               min_documents=2)
         if not terms and share < LINK_MAX_DOCUMENT_SHARE:
             terms = salient_terms(content, self.vocabulary, limit=FALLBACK_TERMS,
                                   max_document_share=LINK_MAX_DOCUMENT_SHARE, min_documents=2)
-        return match_expression(terms, max_terms=QUERY_TERMS)
+        return terms
 
     def _working_hits(self, query: str, limit: int) -> list[tuple[str, float, int]]:
         # (id, score, live) for the top hits; dead rows are returned too, so the caller can tell a
@@ -182,13 +187,17 @@ class Matcher:
 
     def matches(self, row_id: str, content: str) -> list[Match]:
         """The row's top-k live matches above the floor, best first (empty: it stays an orphan)."""
-        query = self.query_for(content)
+        terms = self.terms_for(content)
+        query = match_expression(terms, max_terms=QUERY_TERMS)
         if query is None:
             return []
+        # Episodic summaries are few: skip their index when none holds any of the terms (cached counts).
+        search_episodes = self.episode_vocabulary is not None and any(
+            self.episode_vocabulary.document_frequency(terms).values())
         limit = self.fetch
         while True:
             working = self._working_hits(query, limit)
-            episodes = self._episode_hits(query, limit)
+            episodes = self._episode_hits(query, limit) if search_episodes else []
             self_scores = [score for hit_id, score, _ in working if hit_id == row_id]
             candidates = [Match(hit_id, score) for hit_id, score, live in working + episodes
                           if live and hit_id != row_id]
