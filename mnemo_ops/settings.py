@@ -86,6 +86,12 @@ SCHEMA: dict[str, Any] = {
         "seeds_per_topic": Option(int, 5, "positive"),
         "block_match_similarity": Option((int, float), 85, "positive"),
     },
+    "memory_maintain": {
+        "k": Option(int, 3, "positive"),
+        "min_score": Option(float, 0.3, "fraction"),
+        "max_rows_per_run": Option(int, 20000, "positive"),
+        "batch_size": Option(int, 500, "positive"),
+    },
     "backup": {
         "keep": Option(int, 7, "positive"),
         "pre_write_keep": Option(int, 7, "positive"),

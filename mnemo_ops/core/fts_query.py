@@ -1,8 +1,9 @@
 """Safe FTS5 queries: MATCH expressions built from quoted tokens only.
 
 Whatever the input (quotes, operators, column filters, NEAR, ``*``, ``^``, any Unicode), the output is
-either None or ``"tok" OR "tok" ...`` where each token is a run of letters and digits taken from the
-input, lower-cased, bounded in length and count, with any double quote doubled. No FTS5 syntax from
+either None or ``"tok" OR "tok" ...`` where each token is one term of the input as SQLite's own
+unicode61 tokenizer sees it (lower-cased, Latin diacritics removed), made only of letters, digits and
+combining marks, bounded in length and count, with any double quote doubled. No FTS5 syntax from
 the input survives, so SQLite never rejects the query and the input never steers it.
 
 Salient terms are chosen by inverse document frequency over the index's own vocabulary
@@ -20,23 +21,46 @@ import apsw
 
 MAX_TOKEN_CHARS = 64
 MAX_TERMS = 16
-_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+# SQLite's own unicode61 tokenizer (the default of Mnemosyne's fts_working and fts_episodes), so the
+# terms we look up and quote are exactly the terms the index holds: its case folding ("ß" stays,
+# "ς" becomes "σ") and diacritic removal (Latin only) are not Python's.
+_TOKENIZER_CONNECTION = apsw.Connection(":memory:")
+_UNICODE61 = _TOKENIZER_CONNECTION.fts5_tokenizer("unicode61")
+_MAX_INPUT_BYTES = 1 << 20
+
+
+def _index_tokens(text: str) -> list[str]:
+    """The tokens unicode61 makes of `text` (bounded input; undecodable characters replaced)."""
+    data = text.encode("utf-8", "replace")[:_MAX_INPUT_BYTES]
+    return _UNICODE61(data, apsw.FTS5_TOKENIZE_DOCUMENT, None, include_offsets=False, include_colocated=False)
+
+
+def is_allowed(token: str) -> bool:
+    """True when every character of `token` is a letter, a digit or a combining mark."""
+    if token.isalnum():  # the common case, checked in C: letters and digits only
+        return True
+    return all(unicodedata.category(character)[0] in "LNM" for character in token)
 
 
 def normalize(token: str) -> str:
-    """Fold a token like FTS5's unicode61 tokenizer: lower case, diacritics removed."""
-    decomposed = unicodedata.normalize("NFKD", token.casefold())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    """Fold a token as FTS5's unicode61 tokenizer does (lower case, Latin diacritics removed)."""
+    return "".join(_index_tokens(str(token)))
 
 
 def tokens(text: str, limit: int = 256) -> list[str]:
-    """Distinct normalized tokens (letters and digits only) of `text`, in order of first appearance."""
+    """Distinct index tokens (letters and digits only) of `text`, in order of first appearance.
+
+    Anything that is not a string (None, numbers, bytes) is read as its text form; this never raises.
+    """
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
     seen: dict[str, None] = {}
-    for match in _TOKEN.finditer(text or ""):
-        token = normalize(match.group())
-        # Normalization can surface characters outside the allow-list (e.g. from compatibility forms).
-        token = "".join(_TOKEN.findall(token))
-        if 2 <= len(token) <= MAX_TOKEN_CHARS and token not in seen:
+    for token in _index_tokens(text):
+        # The allow-list: letters, digits and combining marks. unicode61 also keeps private-use
+        # characters; a token holding one is dropped whole (a stripped token is a different term).
+        if 2 <= len(token) <= MAX_TOKEN_CHARS and token not in seen and is_allowed(token):
             seen[token] = None
             if len(seen) >= limit:
                 break
@@ -49,7 +73,9 @@ def quote(token: str) -> str:
 
 
 def match_expression(terms: Iterable[str], max_terms: int = MAX_TERMS) -> str | None:
-    """OR together up to `max_terms` quoted terms; None when there is nothing safe to search for."""
+    """OR together up to `max_terms` (never more than MAX_TERMS) quoted terms; None when there is nothing
+    safe to search for."""
+    max_terms = max(0, min(int(max_terms), MAX_TERMS))
     chosen: list[str] = []
     for term in terms:
         for token in tokens(term):
@@ -100,16 +126,20 @@ class Vocabulary:
         return math.log((self.total_documents - frequency + 0.5) / (frequency + 0.5) + 1.0)
 
 
-def salient_terms(text: str, vocabulary: Vocabulary, limit: int = 8, max_document_share: float = 0.5) -> list[str]:
+def salient_terms(text: str, vocabulary: Vocabulary, limit: int = 8, max_document_share: float = 0.5,
+                  min_documents: int = 1) -> list[str]:
     """The `limit` rarest index terms of `text` (highest IDF first; ties by first appearance).
 
-    Terms absent from the index can match nothing and are dropped; so are terms found in more than
-    `max_document_share` of the documents (they carry no signal).
+    Terms held by fewer than `min_documents` documents are dropped (absent terms match nothing; a
+    term only the text's own row holds, ``min_documents=2``, can link it to nothing); so are terms
+    found in more than `max_document_share` of the documents (they carry no signal). Small indexes
+    keep every term a row could share: the share cap never drops below `min_documents` + 1 documents.
     """
     candidates = tokens(text)
     frequencies = vocabulary.document_frequency(candidates)
     total = max(1, vocabulary.total_documents)
-    useful = [t for t in candidates if 0 < frequencies[t] and (frequencies[t] / total <= max_document_share or total < 4)]
+    ceiling = max(max_document_share * total, min_documents + 1) if total >= 4 else total
+    useful = [t for t in candidates if max(1, min_documents) <= frequencies[t] <= ceiling]
     ranked = sorted(enumerate(useful), key=lambda pair: (-vocabulary.idf(pair[1]), pair[0]))
     return [term for _, term in ranked[:limit]]
 

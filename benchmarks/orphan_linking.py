@@ -1,0 +1,198 @@
+"""Orphan linking at 10k / 100k / 1M live rows, and associative recall before and after linking.
+
+Run by hand (not part of the test suite):
+
+    python benchmarks/orphan_linking.py                      # 10k and 100k
+    python benchmarks/orphan_linking.py --sizes 10000,100000,1000000
+    python benchmarks/orphan_linking.py --sizes 0 --recall   # only the recall figure
+
+For each size a fresh database is created by Mnemosyne itself (its own schema, triggers and FTS
+tables), the rows are written by SQL (mnemo_ops.synthetic_memories), and one uncapped linking pass
+runs through the same code the job uses. Printed side by side: orphans per second, and for each size
+step the growth in rows against the growth in time (target: 10x rows cost at most 12x time).
+
+--recall builds the sample database, derives a small suite from it (each sample memory as a query;
+the other memories of its session are the relevant answers) and measures Mnemosyne's
+recall_enhanced(top_k=3, use_associative=True) with MNEMOSYNE_ENHANCED_RECALL=1 (and
+MNEMOSYNE_CROSS_SESSION=1) before and after
+memory-maintain links the orphans, each on its own copy (recall writes counters and a query cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPOSITORY))
+
+import apsw  # noqa: E402
+
+from mnemo_ops.core import orphan_linking  # noqa: E402
+from mnemo_ops.sample_database import SampleLayout, build_sample  # noqa: E402
+from mnemo_ops.synthetic_memories import add_synthetic_memories  # noqa: E402
+
+CREATE_SCHEMA = """
+import sys
+from pathlib import Path
+from mnemo_ops.core.mnemosyne_api import open_mnemosyne
+open_mnemosyne(Path(sys.argv[1]), session_id="benchmark")
+"""
+
+RECALL_SUITE = r"""
+import json, os, sys
+from pathlib import Path
+from mnemo_ops.core.mnemosyne_api import open_mnemosyne
+cases = json.loads(Path(sys.argv[2]).read_text())
+sessions = {}
+total = found_any = 0.0
+for case in cases:
+    # The agent recalls inside its session (Mnemosyne's default scope), or across all sessions
+    # when the copy's config.yaml says cross_session: true.
+    if case["session"] not in sessions:
+        sessions[case["session"]] = open_mnemosyne(Path(sys.argv[1]), session_id=case["session"])
+    memory = sessions[case["session"]]
+    results = memory.beam.recall_enhanced(case["query"], top_k=3, use_associative=True, use_cache=False)
+    ids = {result["id"] for result in results}
+    relevant = set(case["relevant"])
+    total += len(ids & relevant) / len(relevant)
+    found_any += bool(ids & relevant)
+print(json.dumps({"recall": total / len(cases), "hit_rate": found_any / len(cases), "cases": len(cases)}))
+"""
+
+
+def _environment(directory: Path) -> dict[str, str]:
+    environment = dict(os.environ)
+    environment.update({"HOME": str(directory / "home"), "HERMES_HOME": str(directory / "hermes"),
+                        "MNEMOSYNE_DATA_DIR": str(directory / "data"), "PYTHONPATH": str(REPOSITORY)})
+    return environment
+
+
+def build_database(directory: Path, rows: int) -> tuple[Path, float]:
+    """A Mnemosyne-created database with `rows` synthetic live rows; returns it and the fill time."""
+    (directory / "home").mkdir(parents=True)
+    (directory / "data").mkdir()
+    db_path = directory / "data" / "mnemosyne.db"
+    subprocess.run([sys.executable, "-c", CREATE_SCHEMA, str(db_path)], env=_environment(directory), check=True,
+                   capture_output=True)
+    started = time.perf_counter()
+    add_synthetic_memories(db_path, rows, seed=5)
+    return db_path, time.perf_counter() - started
+
+
+def link_once(db_path: Path) -> tuple[orphan_linking.LinkTotals, float]:
+    """One uncapped real linking pass, timed (wall clock, counting the orphans included)."""
+    connection = apsw.Connection(str(db_path))
+    connection.set_busy_timeout(5000)
+    options = orphan_linking.LinkOptions(max_rows=10 ** 9)
+    started = time.perf_counter()
+    totals = orphan_linking.link_orphans(orphan_linking.LinkRun(connection=connection, options=options, dry_run=False))
+    elapsed = time.perf_counter() - started
+    connection.close()
+    return totals, elapsed
+
+
+def scaling(sizes: list[int], keep: bool, repeat: int) -> None:
+    """Print the linking rate per size and the growth ratios between sizes.
+
+    The machine is shared, so each size below 1M rows is linked `repeat` times on fresh copies of the
+    same filled database and the fastest pass counts (the least disturbed by other processes).
+    """
+    measured = []
+    for size in sizes:
+        directory = Path(tempfile.mkdtemp(prefix=f"orphan-linking-{size}-"))
+        try:
+            db_path, fill_s = build_database(directory / "filled", size)
+            passes = []
+            attempts = repeat if size < 1_000_000 else 1
+            for attempt in range(attempts):
+                if attempt == attempts - 1:  # the last pass may use the filled database itself
+                    passes.append(link_once(db_path))
+                    break
+                trial = directory / f"pass-{attempt}"
+                shutil.copytree(db_path.parent, trial)
+                passes.append(link_once(trial / db_path.name))
+                shutil.rmtree(trial)
+            totals, elapsed = min(passes, key=lambda measured_pass: measured_pass[1])
+            measured.append((size, totals, elapsed))
+            spread = ", ".join(f"{seconds:.1f}" for _, seconds in passes)
+            print(f"{size:>9,} rows: {totals.orphans_found:>9,} orphans  {totals.orphans_examined:>9,} examined  "
+                  f"{totals.edges_created:>9,} edges  {totals.orphans_unmatched:>6,} unmatched  "
+                  f"link {elapsed:8.1f} s  ({totals.orphans_found / elapsed:8.0f} orphans/s, "
+                  f"{totals.orphans_examined / elapsed:6.0f} examined/s)  [passes: {spread} s; fill {fill_s:.1f} s]",
+                  flush=True)
+        finally:
+            if not keep:
+                shutil.rmtree(directory, ignore_errors=True)
+    for (small, _, small_s), (large, _, large_s) in zip(measured, measured[1:]):
+        print(f"{small:,} -> {large:,}: rows x{large / small:.1f}, time x{large_s / small_s:.2f} "
+              f"(target: at most x{1.2 * large / small:.0f})")
+
+
+def recall_figure() -> None:
+    """Print Mnemosyne's associative recall on the sample suite before and after linking."""
+    root = Path(tempfile.mkdtemp(prefix="orphan-linking-recall-"))
+    try:
+        layout = build_sample(root / "before")
+        after = SampleLayout(root / "after")
+        shutil.copytree(layout.directory, after.directory, symlinks=True)
+        sessions = {}
+        connection = apsw.Connection(str(layout.db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        for row_id, content, session in connection.execute(
+                "SELECT id, content, session_id FROM working_memory ORDER BY id").fetchall():
+            sessions.setdefault(session, []).append((row_id, content))
+        connection.close()
+        cases = [{"query": content, "session": session,
+                  "relevant": [other for other, _ in members if other != row_id]}
+                 for session, members in sessions.items() for row_id, content in members if len(members) > 1]
+        suite = root / "suite.json"
+        suite.write_text(json.dumps(cases))
+        linked = subprocess.run([sys.executable, "-m", "mnemo_ops", "--json", "run", "memory-maintain"],
+                                env=after.environ() | {"PYTHONPATH": str(REPOSITORY)}, capture_output=True, text=True)
+        edges = json.loads(linked.stdout)["changes"]["edges_created"]
+        print(f"associative recall on the sample suite ({len(cases)} cases: each memory as the query, the other "
+              f"memories of its session relevant; recall_enhanced top_k=3 plus up to 5 graph neighbours; "
+              f"{edges} edges made by memory-maintain):")
+        for scope in ("in-session", "cross-session"):
+            figures = {}
+            for name, copy in (("before", layout), ("after", after)):
+                trial = SampleLayout(root / f"{scope}-{name}")
+                shutil.copytree(copy.directory, trial.directory, symlinks=True)
+                config = trial.data_dir / "config.yaml"
+                text = config.read_text()
+                config.write_text(text.replace("cross_session: false", f"cross_session: {str(scope == 'cross-session').lower()}"))
+                environment = trial.environ() | {"MNEMOSYNE_ENHANCED_RECALL": "1", "PYTHONPATH": str(REPOSITORY)}
+                completed = subprocess.run([sys.executable, "-c", RECALL_SUITE, str(trial.db_path), str(suite)],
+                                           env=environment, capture_output=True, text=True, check=True)
+                figures[name] = json.loads(completed.stdout.strip().splitlines()[-1])
+            print(f"  {scope:>13}: recall before {figures['before']['recall']:.3f} -> after {figures['after']['recall']:.3f}"
+                  f"  (x{figures['after']['recall'] / max(figures['before']['recall'], 1e-9):.2f});  hit rate "
+                  f"{figures['before']['hit_rate']:.3f} -> {figures['after']['hit_rate']:.3f}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def main() -> None:
+    """Parse the arguments and run the chosen measurements."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000", help="comma-separated row counts (0: none)")
+    parser.add_argument("--recall", action="store_true", help="also measure associative recall before/after")
+    parser.add_argument("--keep", action="store_true", help="keep the generated databases")
+    parser.add_argument("--repeat", type=int, default=3, help="linking passes per size below 1M (fastest counts)")
+    arguments = parser.parse_args()
+    sizes = [int(size) for size in arguments.sizes.split(",") if int(size) > 0]
+    if sizes:
+        scaling(sizes, arguments.keep, max(1, arguments.repeat))
+    if arguments.recall:
+        recall_figure()
+
+
+if __name__ == "__main__":
+    main()
