@@ -49,7 +49,13 @@ def sample(sample_template, tmp_path) -> SampleLayout:
     """A private copy of the sample home for one test."""
     target = tmp_path / "sample"
     shutil.copytree(sample_template.directory, target, symlinks=True)
-    return SampleLayout(target)
+    layout = SampleLayout(target)
+    # Mnemosyne seeded config.yaml with the template's absolute data_dir, and its config wins over the
+    # environment: point the copy at itself so no test ever writes into the shared template.
+    config = layout.data_dir / "config.yaml"
+    if config.exists():
+        config.write_text(config.read_text().replace(str(sample_template.data_dir), str(layout.data_dir)))
+    return layout
 
 
 @pytest.fixture

@@ -5,11 +5,17 @@ the same: SQLite creates an empty one when a read-only connection opens a WAL da
 changes no data); every other file beside the database (nothing new may appear next to it); the
 whole state dir (paths, modes, contents); the memory blocks folder; and the sample's HOME. The
 ``-shm`` file is SQLite's shared-memory index, which every reader updates, so it is skipped.
+
+The hashing runs in a child process: opening and closing the database file in the test process would
+drop the POSIX locks of any SQLite connection that process holds on it (DESIGN section 3).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from mnemo_ops.sample_database import SampleLayout
@@ -40,7 +46,13 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 def snapshot(db_path: Path, state_dir: Path, memory_blocks_dir: Path, extra_dirs: tuple[Path, ...] = ()) -> dict:
-    """A comparable picture of everything a dry run must not change."""
+    """A comparable picture of everything a dry run must not change (computed in a child process)."""
+    arguments = json.dumps([str(db_path), str(state_dir), str(memory_blocks_dir), [str(d) for d in extra_dirs]])
+    completed = subprocess.run([sys.executable, __file__, arguments], capture_output=True, text=True, check=True)
+    return json.loads(completed.stdout)
+
+
+def _snapshot_here(db_path: Path, state_dir: Path, memory_blocks_dir: Path, extra_dirs: tuple[Path, ...] = ()) -> dict:
     wal = Path(f"{db_path}-wal")
     wal_state = _hash(wal) if wal.exists() and wal.stat().st_size else "empty"
     beside_db = {name: value for name, value in _tree(db_path.parent).items()
@@ -71,3 +83,8 @@ def assert_unchanged(before: dict, after: dict) -> None:
                 changed = sorted(k for k in set(before[key]) | set(after[key]) if before[key].get(k) != after[key].get(k))
                 raise AssertionError(f"dry run changed {key}: {changed[:10]}")
             raise AssertionError(f"dry run changed {key}: {before.get(key)!r} -> {after.get(key)!r}")
+
+
+if __name__ == "__main__":
+    db, state, blocks, extras = json.loads(sys.argv[1])
+    print(json.dumps(_snapshot_here(Path(db), Path(state), Path(blocks), tuple(Path(d) for d in extras))))
