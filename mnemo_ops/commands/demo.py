@@ -41,6 +41,7 @@ def run_demo(directory: Path | None) -> tuple[SampleLayout, list]:
         os.environ[name] = environ[name]
     settings = load_settings(db=layout.db_path, state_dir=layout.state_dir, environ=environ)
     available = set(implemented_jobs())
+    _install_trigger(settings)
     results = []
     gate_ready = False
     for job in DEMO_ORDER:
@@ -52,6 +53,19 @@ def run_demo(directory: Path | None) -> tuple[SampleLayout, list]:
             continue
         results.append(run_job(settings, job, show_progress=CURRENT.show_progress))
     return layout, results
+
+
+def _install_trigger(settings) -> None:
+    """What a user does on day one: ``mnemo-ops trigger install`` (stated user facts become canonical)."""
+    if importlib.util.find_spec("mnemo_ops.core.canonical_trigger") is None:
+        return
+    from mnemo_ops.core import canonical_trigger, database
+
+    connection = database.open_memory_db(settings.db_path)
+    try:
+        canonical_trigger.install(connection, settings.owner)
+    finally:
+        connection.close()
 
 
 def _set_up_eval_gate(settings):
