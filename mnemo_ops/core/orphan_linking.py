@@ -197,29 +197,71 @@ class Matcher:
             "JOIN episodic_memory e ON e.rowid = h.rowid ORDER BY h.score, e.id",
             {"query": query, "limit": limit, "now": self.now}).fetchall()
 
+    def _working_ranked(self, query: str, limit: int) -> list[tuple[str, float]]:
+        # (id, score) of the top hits, live or not (`_working_hits` without the liveness join).
+        return self.connection.execute(
+            "SELECT id, bm25(fts_working) AS score FROM fts_working "
+            "WHERE fts_working MATCH :query ORDER BY score, rowid LIMIT :limit",
+            {"query": query, "limit": limit}).fetchall()
+
+    def _live_working(self, ids) -> dict[str, int]:
+        """1 for each of `ids` that is a live working row, 0 for a closed or superseded one (absent: no row)."""
+        ids = sorted(ids)
+        live: dict[str, int] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            live.update(self.connection.execute(
+                "SELECT id, superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?) "
+                f"FROM working_memory WHERE id IN ({','.join('?' * len(chunk))})", [self.now, *chunk]).fetchall())
+        return live
+
     def matches(self, row_id: str, content: str) -> list[Match]:
         """The row's top-k live matches above the floor, best first (empty: it stays an orphan)."""
-        terms = self.terms_for(content)
-        # Each index is queried only for the terms it holds (cached counts): a term no document of
-        # an index holds matches nothing there and adds exactly 0.0 to every bm25 score, so the hits
-        # and scores are the same, but FTS5 no longer looks it up in every segment (and computes its
-        # IDF) for nothing. An index holding none of the terms is not queried at all.
-        working_query = self._query_in(self.working_vocabulary, terms)
-        episode_query = self._query_in(self.episode_vocabulary, terms)
-        if working_query is None and episode_query is None:
-            return []
-        limit = self.fetch
-        while True:
-            working = self._working_hits(working_query, limit) if working_query else []
-            episodes = self._episode_hits(episode_query, limit) if episode_query else []
-            self_scores = [score for hit_id, score, _ in working if hit_id == row_id]
-            candidates = [Match(hit_id, score) for hit_id, score, live in working + episodes
-                          if live and hit_id != row_id]
-            # Dead rows filled the fetched hits and crowded live ones out: fetch deeper (once).
-            crowded = len(working) == limit or len(episodes) == limit
-            if len(candidates) >= self.options.k or not crowded or limit > self.fetch:
-                break
-            limit *= 8
+        return self.matches_for([(row_id, content)])[0]
+
+    def matches_for(self, rows: list[tuple[str, str]]) -> list[list[Match]]:
+        """`matches` for each (id, content) of a batch, in order.
+
+        The liveness of every working hit of the batch is read in one query, in id order (one
+        lookup per hit, joined into each FTS query, was the part of a row's cost that grew most
+        with the table: each was a cold walk down two B-trees).
+        """
+        searches = []
+        for row_id, content in rows:
+            terms = self.terms_for(content)
+            # Each index is queried only for the terms it holds (cached counts): a term no document
+            # of an index holds matches nothing there and adds exactly 0.0 to every bm25 score, so
+            # the hits and scores are the same, but FTS5 no longer looks it up in every segment (and
+            # computes its IDF) for nothing. An index holding none of the terms is not queried.
+            working_query = self._query_in(self.working_vocabulary, terms)
+            episode_query = self._query_in(self.episode_vocabulary, terms)
+            working = self._working_ranked(working_query, self.fetch) if working_query else []
+            episodes = self._episode_hits(episode_query, self.fetch) if episode_query else []
+            searches.append((row_id, working_query, episode_query, working, episodes))
+        live = self._live_working({hit_id for *_, working, _ in searches for hit_id, _ in working})
+        results = []
+        for row_id, working_query, episode_query, working, episodes in searches:
+            hits = [(hit_id, score, live.get(hit_id, 0)) for hit_id, score in working]
+            chosen = self._choose(row_id, hits, episodes, crowded_at=self.fetch)
+            if chosen is None:
+                # Dead rows filled the fetched hits and crowded live ones out: fetch deeper (once).
+                limit = self.fetch * 8
+                hits = self._working_hits(working_query, limit) if working_query else []
+                episodes = self._episode_hits(episode_query, limit) if episode_query else []
+                chosen = self._choose(row_id, hits, episodes, crowded_at=None)
+            results.append(chosen)
+        return results
+
+    def _choose(self, row_id: str, working: list[tuple[str, float, int]], episodes: list[tuple[str, float, int]],
+                crowded_at: int | None) -> list[Match] | None:
+        """The top-k live hits above the floor; None when fewer than k are live and a list of hits
+        fetched `crowded_at` deep was full (dead rows may have crowded live ones out)."""
+        self_scores = [score for hit_id, score, _ in working if hit_id == row_id]
+        candidates = [Match(hit_id, score) for hit_id, score, live in working + episodes
+                      if live and hit_id != row_id]
+        if crowded_at is not None and len(candidates) < self.options.k and (
+                len(working) == crowded_at or len(episodes) == crowded_at):
+            return None
         if not candidates:
             return []
         # bm25 scores are negative; the row itself holds every query term, so its score is the reference.
@@ -353,7 +395,7 @@ def link_orphans(run: LinkRun) -> LinkTotals:
             batch, cap_reached = batch[:remaining], True
         # The slow part (term statistics, FTS queries) runs outside any write transaction.
         matcher.prime([content for _, content in batch])
-        matched = [(row_id, matcher.matches(row_id, content)) for row_id, content in batch]
+        matched = list(zip([row_id for row_id, _ in batch], matcher.matches_for(batch)))
         if run.dry_run:
             outcomes = [_decide_dry(connection, planned, row_id, matches) for row_id, matches in matched]
         else:

@@ -44,7 +44,7 @@ def test_hits_are_fts5s_ranking_of_the_whole_query_with_each_index_asked_only_it
         if whole is None:
             continue
         for vocabulary, table, id_column, hits in (
-                (matcher.working_vocabulary, "fts_working", "id", matcher._working_hits),
+                (matcher.working_vocabulary, "fts_working", "id", matcher._working_ranked),
                 (matcher.episode_vocabulary, "fts_episodes", "rowid", matcher._episode_hits)):
             own = matcher._query_in(vocabulary, terms)
             for limit in (matcher.fetch, 40):
@@ -52,7 +52,7 @@ def test_hits_are_fts5s_ranking_of_the_whole_query_with_each_index_asked_only_it
                 if table == "fts_episodes":  # the matcher reports episodic ids, not FTS rowids
                     expected = [(reader.execute("SELECT id FROM episodic_memory WHERE rowid = ?", (rowid,))
                                  .fetchone()[0], score) for rowid, score in expected]
-                actual = [(hit_id, score) for hit_id, score, _ in hits(own, limit)] if own else []
+                actual = [hit[:2] for hit in hits(own, limit)] if own else []
                 # The matcher orders its hits by (score, id); FTS5's ties come in rowid order.
                 assert sorted(actual, key=lambda hit: (hit[1], hit[0])) == sorted(
                     expected, key=lambda hit: (hit[1], hit[0])), (content, table, limit)
@@ -63,3 +63,20 @@ def test_hits_are_fts5s_ranking_of_the_whole_query_with_each_index_asked_only_it
     assert compared > 1000
     assert restricted > 0  # some rows had a term one index does not hold
     assert ties > 0        # and equal scores were among the hits, so the tie order was checked
+
+
+def test_liveness_of_a_batch_of_hits_is_read_as_the_join_reads_it(sample):
+    """`_live_working`: 1 for live rows, 0 for closed or superseded ones, nothing for unknown ids."""
+    connection = sqlite3.connect(sample.db_path)
+    with connection:
+        connection.executemany(
+            "INSERT INTO working_memory (id, content, source, importance, superseded_by, valid_until) "
+            "VALUES (?, 'x', 'conversation', 0.5, ?, ?)",
+            [("livea", None, None), ("liveb", None, "2999-01-01T00:00:00"), ("closed", None, "2001-01-01T00:00:00"),
+             ("superseded", "livea", None)])
+    connection.close()
+    reader = apsw.Connection(str(sample.db_path), flags=apsw.SQLITE_OPEN_READONLY)
+    matcher = Matcher(reader, LinkOptions(), local_now())
+    ids = ["livea", "liveb", "closed", "superseded", "unknown"] + [f"pad{number}" for number in range(1200)]
+    assert matcher._live_working(ids) == {"livea": 1, "liveb": 1, "closed": 0, "superseded": 0}
+    reader.close()
