@@ -10,7 +10,6 @@ from mnemo_ops import __version__
 from mnemo_ops.commands import COMMAND_MODULES
 from mnemo_ops.commands.common import CURRENT, configure_logging
 from mnemo_ops.core.errors import UsageError
-from mnemo_ops.core.exit_codes import USAGE
 
 app = typer.Typer(
     name="mnemo-ops",

@@ -1,7 +1,7 @@
 """Backup freshness: the newest verified checkpoint's age, unverified and failed checkpoints.
 
-Reads the checkpoint layout of docs/architecture.md ("Checkpoints") directly: one folder per
-checkpoint under ``<state_dir>/backups/`` with a ``manifest.json``; work in progress in dot folders
+Checkpoints are listed by the backup job's own catalog (``mnemo_ops.checkpoints.catalog``): one folder
+per checkpoint under ``<state_dir>/backups/`` with a ``manifest.json``; work in progress in dot folders
 (ignored); checkpoints that failed verification under ``backups/failed/``. Having no checkpoint at all
 is tolerated (reported, not crashed on). Symlinked entries are never followed.
 """
@@ -9,13 +9,12 @@ is tolerated (reported, not crashed on). Symlinked entries are never followed.
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from mnemo_ops.audits import AuditOutcome
+from mnemo_ops.checkpoints import catalog
 from mnemo_ops.settings import Settings
 
 CODE_PREFIXES = ("backup-",)
@@ -49,25 +48,17 @@ def _parse_time(value: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
-def read_checkpoint(folder: Path) -> Checkpoint:
-    """Read ``folder/manifest.json``; a missing or bad manifest is recorded as the problem."""
-    checkpoint = Checkpoint(name=folder.name, path=folder)
-    manifest_path = folder / "manifest.json"
-    try:
-        if manifest_path.is_symlink():
-            raise OSError("manifest.json is a symlink")
-        data = json.loads(manifest_path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-    except FileNotFoundError:
-        checkpoint.problem = "no manifest.json"
+def _checkpoint(info: catalog.CheckpointInfo) -> Checkpoint:
+    """The audit's view of one catalog entry, with the reason it cannot be trusted, if any."""
+    checkpoint = Checkpoint(name=info.name, path=info.path)
+    manifest = info.manifest
+    if manifest is None:
+        present = (info.path / catalog.MANIFEST).exists() or (info.path / catalog.MANIFEST).is_symlink()
+        checkpoint.problem = "manifest.json unreadable (or a symlink)" if present else "no manifest.json"
         return checkpoint
-    except (OSError, ValueError) as error:
-        checkpoint.problem = f"manifest.json unreadable: {error}"
-        return checkpoint
-    checkpoint.kind = data.get("kind") if isinstance(data.get("kind"), str) else None
-    checkpoint.created_at = _parse_time(data.get("created_at"))
-    verification = data.get("verification") if isinstance(data.get("verification"), dict) else {}
+    checkpoint.kind = manifest.get("kind") if isinstance(manifest.get("kind"), str) else None
+    checkpoint.created_at = _parse_time(manifest.get("created_at"))
+    verification = manifest.get("verification") if isinstance(manifest.get("verification"), dict) else {}
     checkpoint.verified = verification.get("ok") is True
     if checkpoint.created_at is None:
         checkpoint.problem = "manifest.json has no valid created_at"
@@ -76,18 +67,11 @@ def read_checkpoint(folder: Path) -> Checkpoint:
     return checkpoint
 
 
-def _folders(directory: Path) -> list[Path]:
-    if not directory.is_dir() or directory.is_symlink():
-        return []
-    with os.scandir(directory) as entries:
-        return sorted(Path(entry.path) for entry in entries
-                      if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."))
-
-
 def list_checkpoints(backups_dir: Path) -> tuple[list[Checkpoint], list[Checkpoint]]:
-    """(checkpoints, failed checkpoints), each oldest first by creation time."""
-    checkpoints = [read_checkpoint(folder) for folder in _folders(backups_dir) if folder.name != "failed"]
-    failed = [read_checkpoint(folder) for folder in _folders(backups_dir / "failed")]
+    """(checkpoints, failed checkpoints), each oldest first by creation time, as the catalog lists them."""
+    entries = catalog.list_folder(backups_dir)
+    checkpoints = [_checkpoint(info) for info in entries if not info.failed]
+    failed = [_checkpoint(info) for info in entries if info.failed]
     key = lambda item: (item.created_at or datetime.min.replace(tzinfo=timezone.utc), item.name)  # noqa: E731
     return sorted(checkpoints, key=key), sorted(failed, key=key)
 

@@ -22,18 +22,11 @@ from typing import Any
 
 from mnemo_ops.bridge.items import FileRejected, RejectedItem
 from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.core.private_files import fsync_path
 
 SUBDIRS = ("tmp", "new", "cur", "failed")
 FILE_MODE = 0o600
 DIR_MODE = 0o700
-
-
-def _fsync_dir(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def _write_new_file(path: Path, data: bytes) -> None:
@@ -138,7 +131,7 @@ class Spool:
         temporary = self.folder("tmp") / name
         _write_new_file(temporary, data)
         os.rename(temporary, self.folder("new") / name)
-        _fsync_dir(self.folder("new"))
+        fsync_path(self.folder("new"))
         return self.folder("new") / name
 
     def _free_name(self, folder: str, name: str) -> str:
@@ -155,7 +148,7 @@ class Spool:
         target_name = self._free_name(folder, name)
         target = self.folder(folder) / target_name
         os.rename(self.folder("new") / name, target)  # rename moves a symlink itself, never its target
-        _fsync_dir(self.folder(folder))
+        fsync_path(self.folder(folder))
         return target
 
     def mark_drained(self, name: str) -> Path:
@@ -179,7 +172,7 @@ class Spool:
         target = self.folder("failed") / self._free_name("failed", name)
         self._write_error(target, {"file": name, "reason": reason, "rejected_at": rejected_at})
         os.rename(self.folder("new") / name, target)
-        _fsync_dir(self.folder("failed"))
+        fsync_path(self.folder("failed"))
         return target
 
     def write_rejected_items(self, name: str, rejected: list[RejectedItem], rejected_at: str) -> Path:
@@ -209,5 +202,5 @@ class Spool:
             "file": name, "rejected_at": rejected_at,
             "items": [{"position": item.position, "reasons": list(item.reasons)} for item in rejected],
         })
-        _fsync_dir(self.folder("failed"))
+        fsync_path(self.folder("failed"))
         return target

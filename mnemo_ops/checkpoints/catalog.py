@@ -13,6 +13,7 @@ import dataclasses
 import json
 import os
 import re
+import shlex
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -61,9 +62,12 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
-    """The parsed manifest of a checkpoint folder, or None when missing or unreadable."""
+    """The parsed manifest of a checkpoint folder, or None when missing, a symlink, or unreadable."""
+    path = folder / MANIFEST
+    if path.is_symlink():
+        return None
     try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -117,10 +121,29 @@ def _folders(directory: Path) -> list[Path]:
 
 def list_checkpoints(settings: Settings, include_failed: bool = True) -> list[CheckpointInfo]:
     """Every checkpoint (and failed one), oldest first; dot folders (work in progress) are ignored."""
-    found = [_info(folder, failed=False) for folder in _folders(settings.backups_dir)]
+    return list_folder(settings.backups_dir, include_failed)
+
+
+def list_folder(backups_dir: Path, include_failed: bool = True) -> list[CheckpointInfo]:
+    """`list_checkpoints` for a backups folder given directly (audits, restore hints)."""
+    found = [_info(folder, failed=False) for folder in _folders(backups_dir)]
     if include_failed:
-        found += [_info(folder, failed=True) for folder in _folders(settings.backups_dir / FAILED_DIR)]
+        found += [_info(folder, failed=True) for folder in _folders(backups_dir / FAILED_DIR)]
     return sorted(found, key=lambda info: (info.created_at or "", info.name))
+
+
+def newest_verified_checkpoint(backups_dir: Path) -> str | None:
+    """Name of the newest checkpoint whose manifest says it was verified, or None."""
+    verified = [info for info in list_folder(backups_dir, include_failed=False) if info.verified]
+    return verified[-1].name if verified else None
+
+
+def restore_command(settings: Settings, name: str) -> str:
+    """The exact ``mnemo-ops backup restore NAME`` command for this database and state dir."""
+    return " ".join([
+        "mnemo-ops", "--db", shlex.quote(str(settings.db_path)), "--state-dir", shlex.quote(str(settings.state_dir)),
+        "backup", "restore", shlex.quote(name),
+    ])
 
 
 def find_checkpoint(settings: Settings, name: str) -> CheckpointInfo:

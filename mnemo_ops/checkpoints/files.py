@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.core.private_files import fsync_path
 
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
@@ -39,16 +40,6 @@ def create_private_file(path: Path) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
     os.close(descriptor)
     os.chmod(path, PRIVATE_FILE_MODE)
-
-
-def fsync_path(path: Path) -> None:
-    """Flush a file's (or a folder's entries') data to disk."""
-    flags = os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0)
-    descriptor = os.open(path, flags)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def fsync_tree(root: Path) -> None:

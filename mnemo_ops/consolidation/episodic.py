@@ -66,18 +66,6 @@ def pending_work(connection: apsw.Connection, stale_seconds: int, now: datetime 
     return {"eligible": eligible, "orphan_claims": orphans}
 
 
-def _snapshot(db_path: Path, target: Path) -> None:
-    """Copy the database (with what its WAL holds) into `target` inside one read snapshot."""
-    source = database.open_memory_db(db_path, readonly=True)
-    destination = apsw.Connection(str(target))
-    try:
-        with destination.backup("main", source, "main") as backup:
-            backup.step(-1)  # all pages in one step: one consistent read snapshot
-    finally:
-        destination.close()
-        source.close()
-
-
 def _child_environment(overrides: dict[str, str]) -> dict[str, str]:
     environment = dict(os.environ)
     environment.update(overrides)
@@ -107,7 +95,7 @@ def run_sleep(
             for folder in (data_dir, scratch / "home", scratch / "hermes"):
                 folder.mkdir(mode=0o700)
             target = data_dir / "mnemosyne.db"
-            _snapshot(db_path, target)
+            database.copy_snapshot(db_path, target)
             environment = _child_environment({
                 "HOME": str(scratch / "home"), "HERMES_HOME": str(scratch / "hermes"),
                 "MNEMOSYNE_DATA_DIR": str(data_dir),

@@ -91,6 +91,26 @@ def open_memory_db(path: Path, readonly: bool = False) -> apsw.Connection:
     return connection
 
 
+def copy_snapshot(source: Path, target: Path) -> None:
+    """Copy the memory DB (with what its WAL holds) to a new file `target` inside one read snapshot.
+
+    SQLite's backup API in a single step from a read-only connection: one read transaction, so the copy
+    is consistent and the live writer is never blocked (WAL readers do not block writers). For private
+    working copies (eval, dry-run consolidation); checkpoints use ``checkpoints.sqlite_copy``, which adds
+    progress, row counts from the same snapshot and full-disk handling.
+    """
+    reader = open_memory_db(source, readonly=True)
+    try:
+        destination = apsw.Connection(str(target))
+        try:
+            with destination.backup("main", reader, "main") as backup:
+                backup.step(-1)  # every page in one step: one consistent read snapshot
+        finally:
+            destination.close()
+    finally:
+        reader.close()
+
+
 def row_counts(connection: apsw.Connection, tables: Iterable[str] = MAIN_TABLES) -> dict[str, int | None]:
     """Row counts of the given tables; None for a table this database does not have."""
     present = table_names(connection)

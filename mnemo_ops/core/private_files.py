@@ -17,6 +17,16 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+def fsync_path(path: Path) -> None:
+    """Flush a file's data (or a folder's entries, e.g. after a rename into it) to disk."""
+    flags = os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0)
+    descriptor = os.open(path, flags)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Replace `path` with `data` atomically, as a 0600 file (its folder must exist)."""
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -31,11 +41,7 @@ def write_atomic(path: Path, data: bytes) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    fsync_path(path.parent)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

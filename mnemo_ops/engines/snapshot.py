@@ -13,8 +13,6 @@ import os
 import shutil
 from pathlib import Path
 
-import apsw
-
 from mnemo_ops.core import database
 
 
@@ -22,16 +20,7 @@ def snapshot_database(source: Path, target_dir: Path) -> Path:
     """Copy `source` (and its Mnemosyne config.yaml) into `target_dir`; return the copy's path."""
     target_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     target = target_dir / "mnemosyne.db"
-    reader = database.open_memory_db(source, readonly=True)
-    try:
-        destination = apsw.Connection(str(target))
-        try:
-            with destination.backup("main", reader, "main") as backup:
-                backup.step(-1)  # everything in one step: one read snapshot
-        finally:
-            destination.close()
-    finally:
-        reader.close()
+    database.copy_snapshot(Path(source), target)
     os.chmod(target, 0o600)
     config = Path(source).parent / "config.yaml"
     if config.is_file() and not config.is_symlink():

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from mnemo_ops.core.errors import MnemoOpsError, UsageError
 from mnemo_ops.core.exit_codes import USAGE
+from mnemo_ops.core.private_files import write_json_atomic
 from mnemo_ops.core.results import isoformat, utc_now
 from mnemo_ops.evaluation.evaluate import Evaluation
 
@@ -54,13 +54,7 @@ def write_baseline(path: Path, evaluation: Evaluation) -> dict[str, Any]:
     """Write the baseline atomically (temp file + fsync + rename); return what was written."""
     data = baseline_data(evaluation)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    temporary.replace(path)
+    write_json_atomic(path, data)
     return data
 
 

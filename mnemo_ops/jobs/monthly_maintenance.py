@@ -15,13 +15,13 @@ from typing import Any
 
 import apsw
 
+from mnemo_ops.checkpoints.catalog import newest_verified_checkpoint, restore_command
 from mnemo_ops.core import database
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.errors import ConfigError, DatabaseError, UsageError
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.integrity import checks, repairs
 from mnemo_ops.integrity.embedding import load_embedder
-from mnemo_ops.integrity.restore_hint import newest_verified_checkpoint, restore_command
 
 INTEGER_OPTIONS = ("unconfirmed_fact_age_days", "claim_stale_hours", "fts_merge_pages", "fts_merge_max_steps")
 _FTS_TABLE_IN_MESSAGE = re.compile(r'(?:table "|main\.)(\w+)')

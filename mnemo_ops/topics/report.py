@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from mnemo_ops.core import database, state
+from mnemo_ops.core.private_files import write_atomic
 from mnemo_ops.settings import Settings
 from mnemo_ops.topics import freshness, store
 from mnemo_ops.topics.changes import diff_since_map
@@ -88,15 +87,5 @@ def write_report(reports_dir: Path, text: str) -> bool:
     if target.is_file() and target.read_text(encoding="utf-8") == text:
         return False
     reports_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    handle, temporary = tempfile.mkstemp(prefix=".topics-", suffix=".md", dir=reports_dir)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomic(target, text.encode("utf-8"))
     return True

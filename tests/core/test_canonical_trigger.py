@@ -15,7 +15,6 @@ import apsw
 import pytest
 
 from mnemo_ops.core import canonical_trigger
-from tests.conftest import run_cli
 from tests.purity import assert_unchanged, sample_snapshot
 
 MNEMOSYNE_SCENARIO = r"""

@@ -3,7 +3,7 @@
 import json
 import os
 import stat
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 from freezegun import freeze_time

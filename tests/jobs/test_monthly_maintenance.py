@@ -20,7 +20,7 @@ import apsw
 import pytest
 
 from mnemo_ops.integrity.checks import reconcile_fts_entries
-from mnemo_ops.integrity.restore_hint import newest_verified_checkpoint
+from mnemo_ops.checkpoints.catalog import newest_verified_checkpoint
 from tests.purity import assert_unchanged, sample_snapshot
 
 JOB = "monthly-maintenance"
