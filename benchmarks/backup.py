@@ -29,8 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from generate_database import generate  # noqa: E402
 
 TARGETS = {"copy_vs_cli": 1.3, "peak_mb": 100.0, "speedup_vs_mnemosyne": 5.0}
 
@@ -101,7 +99,12 @@ def main() -> None:
     arguments = parser.parse_args()
 
     work = arguments.dir.absolute() / f"db-{arguments.size_mb}mb"
-    db = generate(work, arguments.size_mb)
+    # Generated in a child process: Linux keeps a process's peak RSS across fork+exec, so a benchmark
+    # process that had grown while generating would inflate every measured child's peak memory.
+    generated = subprocess.run([sys.executable, str(Path(__file__).with_name("generate_database.py")),
+                                "--size-mb", str(arguments.size_mb), "--dir", str(arguments.dir.absolute())],
+                               check=True, capture_output=True, text=True)
+    db = Path(generated.stdout.strip().splitlines()[-1])
     for sub in ("home", "hermes"):
         (work / sub).mkdir(exist_ok=True)
     sqlite3 = shutil.which("sqlite3")
