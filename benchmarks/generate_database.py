@@ -24,11 +24,13 @@ BATCH_ROWS = 5000
 
 def _environment(directory: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "HOME": str(directory / "home"),
-        "HERMES_HOME": str(directory / "hermes"),
-        "MNEMOSYNE_DATA_DIR": str(directory / "data"),
-    })
+    env.update(
+        {
+            "HOME": str(directory / "home"),
+            "HERMES_HOME": str(directory / "hermes"),
+            "MNEMOSYNE_DATA_DIR": str(directory / "data"),
+        }
+    )
     return env
 
 
@@ -44,7 +46,9 @@ def create_schema(directory: Path) -> Path:
         "memory.remember('The benchmark database was created by Mnemosyne itself.', source='user',"
         " importance=0.8, veracity='stated')\n"
     )
-    subprocess.run([sys.executable, "-c", code], env=_environment(directory), check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", code], env=_environment(directory), check=True, capture_output=True
+    )
     return db_path
 
 
@@ -64,7 +68,13 @@ def fill(db_path: Path, size_mb: int, seed: int = 7) -> dict[str, int]:
     connection.set_busy_timeout(5000)
     connection.execute("PRAGMA cache_size = -65536")
     target = size_mb * 1024 * 1024
-    inserted = {"working_memory": 0, "episodic_memory": 0, "graph_edges": 0, "triples": 0, "canonical_facts": 0}
+    inserted = {
+        "working_memory": 0,
+        "episodic_memory": 0,
+        "graph_edges": 0,
+        "triples": 0,
+        "canonical_facts": 0,
+    }
     batch_number = 0
     sources = ("conversation", "user", "tool", "import", "identity")
     veracities = ("stated", "inferred", "tool", "imported", "unknown")
@@ -75,33 +85,77 @@ def fill(db_path: Path, size_mb: int, seed: int = 7) -> dict[str, int]:
             number = inserted["working_memory"] + index
             content = " ".join(rng.choices(words, k=rng.randint(25, 70)))
             stamp = f"2026-{1 + number % 11:02d}-{1 + number % 28:02d}T{number % 24:02d}:{number % 60:02d}:00"
-            working.append((f"{number:016x}", content, sources[number % 5], stamp, f"session-{number // 400}",
-                            round(rng.random(), 3), '{"generated": true}', veracities[number % 5]))
+            working.append(
+                (
+                    f"{number:016x}",
+                    content,
+                    sources[number % 5],
+                    stamp,
+                    f"session-{number // 400}",
+                    round(rng.random(), 3),
+                    '{"generated": true}',
+                    veracities[number % 5],
+                )
+            )
         with connection:
             connection.executemany(
                 "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance,"
-                " metadata_json, veracity) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", working)
+                " metadata_json, veracity) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                working,
+            )
             first = inserted["working_memory"]
             connection.executemany(
                 "INSERT INTO graph_edges (source, target, edge_type, weight, timestamp) VALUES (?, ?, ?, ?, ?)",
-                [(f"{first + i:016x}", f"{first + rng.randrange(BATCH_ROWS):016x}", "related_to",
-                  round(rng.random(), 3), working[i][3]) for i in range(0, BATCH_ROWS, 2)])
+                [
+                    (
+                        f"{first + i:016x}",
+                        f"{first + rng.randrange(BATCH_ROWS):016x}",
+                        "related_to",
+                        round(rng.random(), 3),
+                        working[i][3],
+                    )
+                    for i in range(0, BATCH_ROWS, 2)
+                ],
+            )
             connection.executemany(
                 "INSERT INTO triples (subject, predicate, object, valid_from, source, confidence)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                [(rng.choice(words), rng.choice(("likes", "uses", "lives_in", "works_on")), rng.choice(words),
-                  working[i][3], "generated", 0.9) for i in range(0, BATCH_ROWS, 5)])
+                [
+                    (
+                        rng.choice(words),
+                        rng.choice(("likes", "uses", "lives_in", "works_on")),
+                        rng.choice(words),
+                        working[i][3],
+                        "generated",
+                        0.9,
+                    )
+                    for i in range(0, BATCH_ROWS, 5)
+                ],
+            )
             connection.executemany(
                 "INSERT INTO episodic_memory (id, content, source, timestamp, session_id, importance, summary_of)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(f"ep{first + i:014x}", " ".join(rng.choices(words, k=60)), "consolidation", working[i][3],
-                  working[i][4], 0.6, ",".join(row[0] for row in working[i:i + 10]))
-                 for i in range(0, BATCH_ROWS, 10)])
+                [
+                    (
+                        f"ep{first + i:014x}",
+                        " ".join(rng.choices(words, k=60)),
+                        "consolidation",
+                        working[i][3],
+                        working[i][4],
+                        0.6,
+                        ",".join(row[0] for row in working[i : i + 10]),
+                    )
+                    for i in range(0, BATCH_ROWS, 10)
+                ],
+            )
             connection.executemany(
                 "INSERT INTO canonical_facts (owner_id, category, name, body, source, valid_from)"
                 " VALUES ('default', 'generated', ?, ?, 'generated', ?)",
-                [(f"fact-{first + i}", " ".join(rng.choices(words, k=12)), working[i][3])
-                 for i in range(0, BATCH_ROWS, 50)])
+                [
+                    (f"fact-{first + i}", " ".join(rng.choices(words, k=12)), working[i][3])
+                    for i in range(0, BATCH_ROWS, 50)
+                ],
+            )
         inserted["working_memory"] += BATCH_ROWS
         inserted["graph_edges"] += BATCH_ROWS // 2
         inserted["triples"] += BATCH_ROWS // 5
@@ -109,8 +163,12 @@ def fill(db_path: Path, size_mb: int, seed: int = 7) -> dict[str, int]:
         inserted["canonical_facts"] += BATCH_ROWS // 50
         if batch_number % 10 == 0:
             connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            print(f"  {inserted['working_memory']:,} working rows, "
-                  f"{db_path.stat().st_size / 1e6:,.0f} MB", file=sys.stderr, flush=True)
+            print(
+                f"  {inserted['working_memory']:,} working rows, "
+                f"{db_path.stat().st_size / 1e6:,.0f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     connection.close()
     return inserted
@@ -127,14 +185,19 @@ def generate(directory: Path, size_mb: int) -> Path:
     started = time.perf_counter()
     create_schema(directory)
     counts = fill(db_path, size_mb)
-    print(f"generated {db_path} ({db_path.stat().st_size / 1e6:,.0f} MB, {counts['working_memory']:,} working rows)"
-          f" in {time.perf_counter() - started:,.0f} s", file=sys.stderr)
+    print(
+        f"generated {db_path} ({db_path.stat().st_size / 1e6:,.0f} MB, {counts['working_memory']:,} working rows)"
+        f" in {time.perf_counter() - started:,.0f} s",
+        file=sys.stderr,
+    )
     return db_path
 
 
 def main() -> None:
     """Command line: --size-mb, --dir."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size-mb", type=int, default=500)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/mnemo-ops-bench"))
     arguments = parser.parse_args()

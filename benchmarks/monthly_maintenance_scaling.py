@@ -16,7 +16,7 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 
-from mnemo_ops.sample_database import build_sample
+from mnemo_ops.samples.sample_database import build_sample
 
 
 def prepare(directory: Path, rows: int):
@@ -25,19 +25,32 @@ def prepare(directory: Path, rows: int):
     with closing(sqlite3.connect(layout.db_path)) as connection:
         connection.executemany(
             "INSERT INTO working_memory(id, content, source, timestamp) VALUES (?, ?, 'import', '2026-01-01T00:00:00')",
-            ((f"{index:016x}", f"imported note {index} about tomatoes, frost and raised beds") for index in range(rows)))
+            (
+                (f"{index:016x}", f"imported note {index} about tomatoes, frost and raised beds")
+                for index in range(rows)
+            ),
+        )
         connection.execute("DELETE FROM fts_working WHERE rowid % 10 = 0")
         connection.executemany(
             "INSERT INTO triples(subject, predicate, object, valid_from) VALUES (?, 'lives_in', ?, ?)",
-            ((f"person{index // 2}", f"city{index}", f"2025-01-{1 + index % 2:02d}") for index in range(rows // 50)))
+            (
+                (f"person{index // 2}", f"city{index}", f"2025-01-{1 + index % 2:02d}")
+                for index in range(rows // 50)
+            ),
+        )
         connection.commit()
     return layout
 
 
 def timed_run(layout, *flags: str) -> tuple[float, dict]:
     """Run the job in a subprocess; return its own duration_s and changes."""
-    completed = subprocess.run([sys.executable, "-m", "mnemo_ops", "--json", "run", "monthly-maintenance", *flags],
-                               env=layout.environ(), capture_output=True, text=True, check=False)
+    completed = subprocess.run(
+        [sys.executable, "-m", "mnemo_ops", "--json", "run", "monthly-maintenance", *flags],
+        env=layout.environ(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     result = json.loads(completed.stdout)
     return float(result["duration_s"]), result["changes"]
 
@@ -55,8 +68,12 @@ def main() -> None:
             timings[rows] = (dry, real)
             print(f"{rows} rows: changes {done}")
     (dry_small, real_small), (dry_large, real_large) = timings[small], timings[4 * small]
-    print(f"dry run  {4 * small} vs {small} rows: x{dry_large / dry_small:.1f} (linear 4.0, quadratic 16.0)")
-    print(f"real run {4 * small} vs {small} rows: x{real_large / real_small:.1f} (linear 4.0, quadratic 16.0)")
+    print(
+        f"dry run  {4 * small} vs {small} rows: x{dry_large / dry_small:.1f} (linear 4.0, quadratic 16.0)"
+    )
+    print(
+        f"real run {4 * small} vs {small} rows: x{real_large / real_small:.1f} (linear 4.0, quadratic 16.0)"
+    )
 
 
 if __name__ == "__main__":

@@ -2,12 +2,12 @@
 
 Run by hand (not part of the test suite):
 
-    python benchmarks/orphan_linking.py                      # 10k and 100k
-    python benchmarks/orphan_linking.py --sizes 10000,100000,1000000
-    python benchmarks/orphan_linking.py --sizes 0 --recall   # only the recall figure
+    python benchmarks/orphans.py                      # 10k and 100k
+    python benchmarks/orphans.py --sizes 10000,100000,1000000
+    python benchmarks/orphans.py --sizes 0 --recall   # only the recall figure
 
 For each size a fresh database is created by Mnemosyne itself (its own schema, triggers and FTS
-tables), the rows are written by SQL (mnemo_ops.synthetic_memories), and one uncapped linking pass
+tables), the rows are written by SQL (mnemo_ops.samples.synthetic_memories), and one uncapped linking pass
 runs through the same code the job uses. Printed side by side: orphans per second, and for each size
 step the growth in rows against the growth in time (target: 10x rows cost at most 12x time).
 
@@ -35,21 +35,21 @@ sys.path.insert(0, str(REPOSITORY))
 
 import apsw  # noqa: E402
 
-from mnemo_ops.core import orphan_linking  # noqa: E402
-from mnemo_ops.sample_database import SampleLayout, build_sample  # noqa: E402
-from mnemo_ops.synthetic_memories import add_synthetic_memories  # noqa: E402
+from mnemo_ops.linking import orphans  # noqa: E402
+from mnemo_ops.samples.sample_database import SampleLayout, build_sample  # noqa: E402
+from mnemo_ops.samples.synthetic_memories import add_synthetic_memories  # noqa: E402
 
 CREATE_SCHEMA = """
 import sys
 from pathlib import Path
-from mnemo_ops.core.mnemosyne_api import open_mnemosyne
+from mnemo_ops.database.mnemosyne_api import open_mnemosyne
 open_mnemosyne(Path(sys.argv[1]), session_id="benchmark")
 """
 
 RECALL_SUITE = r"""
 import json, os, sys
 from pathlib import Path
-from mnemo_ops.core.mnemosyne_api import open_mnemosyne
+from mnemo_ops.database.mnemosyne_api import open_mnemosyne
 cases = json.loads(Path(sys.argv[2]).read_text())
 sessions = {}
 total = found_any = 0.0
@@ -70,8 +70,14 @@ print(json.dumps({"recall": total / len(cases), "hit_rate": found_any / len(case
 
 def _environment(directory: Path) -> dict[str, str]:
     environment = dict(os.environ)
-    environment.update({"HOME": str(directory / "home"), "HERMES_HOME": str(directory / "hermes"),
-                        "MNEMOSYNE_DATA_DIR": str(directory / "data"), "PYTHONPATH": str(REPOSITORY)})
+    environment.update(
+        {
+            "HOME": str(directory / "home"),
+            "HERMES_HOME": str(directory / "hermes"),
+            "MNEMOSYNE_DATA_DIR": str(directory / "data"),
+            "PYTHONPATH": str(REPOSITORY),
+        }
+    )
     return environment
 
 
@@ -80,20 +86,26 @@ def build_database(directory: Path, rows: int) -> tuple[Path, float]:
     (directory / "home").mkdir(parents=True)
     (directory / "data").mkdir()
     db_path = directory / "data" / "mnemosyne.db"
-    subprocess.run([sys.executable, "-c", CREATE_SCHEMA, str(db_path)], env=_environment(directory), check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", CREATE_SCHEMA, str(db_path)],
+        env=_environment(directory),
+        check=True,
+        capture_output=True,
+    )
     started = time.perf_counter()
     add_synthetic_memories(db_path, rows, seed=5)
     return db_path, time.perf_counter() - started
 
 
-def link_once(db_path: Path) -> tuple[orphan_linking.LinkTotals, float]:
+def link_once(db_path: Path) -> tuple[orphans.LinkTotals, float]:
     """One uncapped real linking pass, timed (wall clock, counting the orphans included)."""
     connection = apsw.Connection(str(db_path))
     connection.set_busy_timeout(5000)
-    options = orphan_linking.LinkOptions(max_rows=10 ** 9)
+    options = orphans.LinkOptions(max_rows=10**9)
     started = time.perf_counter()
-    totals = orphan_linking.link_orphans(orphan_linking.LinkRun(connection=connection, options=options, dry_run=False))
+    totals = orphans.link_orphans(
+        orphans.LinkRun(connection=connection, options=options, dry_run=False)
+    )
     elapsed = time.perf_counter() - started
     connection.close()
     return totals, elapsed
@@ -123,17 +135,21 @@ def scaling(sizes: list[int], keep: bool, repeat: int) -> None:
             totals, elapsed = min(passes, key=lambda measured_pass: measured_pass[1])
             measured.append((size, totals, elapsed))
             spread = ", ".join(f"{seconds:.1f}" for _, seconds in passes)
-            print(f"{size:>9,} rows: {totals.orphans_found:>9,} orphans  {totals.orphans_examined:>9,} examined  "
-                  f"{totals.edges_created:>9,} edges  {totals.orphans_unmatched:>6,} unmatched  "
-                  f"link {elapsed:8.1f} s  ({totals.orphans_found / elapsed:8.0f} orphans/s, "
-                  f"{totals.orphans_examined / elapsed:6.0f} examined/s)  [passes: {spread} s; fill {fill_s:.1f} s]",
-                  flush=True)
+            print(
+                f"{size:>9,} rows: {totals.orphans_found:>9,} orphans  {totals.orphans_examined:>9,} examined  "
+                f"{totals.edges_created:>9,} edges  {totals.orphans_unmatched:>6,} unmatched  "
+                f"link {elapsed:8.1f} s  ({totals.orphans_found / elapsed:8.0f} orphans/s, "
+                f"{totals.orphans_examined / elapsed:6.0f} examined/s)  [passes: {spread} s; fill {fill_s:.1f} s]",
+                flush=True,
+            )
         finally:
             if not keep:
                 shutil.rmtree(directory, ignore_errors=True)
     for (small, _, small_s), (large, _, large_s) in zip(measured, measured[1:]):
-        print(f"{small:,} -> {large:,}: rows x{large / small:.1f}, time x{large_s / small_s:.2f} "
-              f"(target: at most x{1.2 * large / small:.0f})")
+        print(
+            f"{small:,} -> {large:,}: rows x{large / small:.1f}, time x{large_s / small_s:.2f} "
+            f"(target: at most x{1.2 * large / small:.0f})"
+        )
 
 
 def recall_figure() -> None:
@@ -146,20 +162,34 @@ def recall_figure() -> None:
         sessions = {}
         connection = apsw.Connection(str(layout.db_path), flags=apsw.SQLITE_OPEN_READONLY)
         for row_id, content, session in connection.execute(
-                "SELECT id, content, session_id FROM working_memory ORDER BY id").fetchall():
+            "SELECT id, content, session_id FROM working_memory ORDER BY id"
+        ).fetchall():
             sessions.setdefault(session, []).append((row_id, content))
         connection.close()
-        cases = [{"query": content, "session": session,
-                  "relevant": [other for other, _ in members if other != row_id]}
-                 for session, members in sessions.items() for row_id, content in members if len(members) > 1]
+        cases = [
+            {
+                "query": content,
+                "session": session,
+                "relevant": [other for other, _ in members if other != row_id],
+            }
+            for session, members in sessions.items()
+            for row_id, content in members
+            if len(members) > 1
+        ]
         suite = root / "suite.json"
         suite.write_text(json.dumps(cases))
-        linked = subprocess.run([sys.executable, "-m", "mnemo_ops", "--json", "run", "memory-maintain"],
-                                env=after.environ() | {"PYTHONPATH": str(REPOSITORY)}, capture_output=True, text=True)
+        linked = subprocess.run(
+            [sys.executable, "-m", "mnemo_ops", "--json", "run", "memory-maintain"],
+            env=after.environ() | {"PYTHONPATH": str(REPOSITORY)},
+            capture_output=True,
+            text=True,
+        )
         edges = json.loads(linked.stdout)["changes"]["edges_created"]
-        print(f"associative recall on the sample suite ({len(cases)} cases: each memory as the query, the other "
-              f"memories of its session relevant; recall_enhanced top_k=3 plus up to 5 graph neighbours; "
-              f"{edges} edges made by memory-maintain):")
+        print(
+            f"associative recall on the sample suite ({len(cases)} cases: each memory as the query, the other "
+            f"memories of its session relevant; recall_enhanced top_k=3 plus up to 5 graph neighbours; "
+            f"{edges} edges made by memory-maintain):"
+        )
         for scope in ("in-session", "cross-session"):
             figures = {}
             for name, copy in (("before", layout), ("after", after)):
@@ -167,25 +197,49 @@ def recall_figure() -> None:
                 shutil.copytree(copy.directory, trial.directory, symlinks=True)
                 config = trial.data_dir / "config.yaml"
                 text = config.read_text()
-                config.write_text(text.replace("cross_session: false", f"cross_session: {str(scope == 'cross-session').lower()}"))
-                environment = trial.environ() | {"MNEMOSYNE_ENHANCED_RECALL": "1", "PYTHONPATH": str(REPOSITORY)}
-                completed = subprocess.run([sys.executable, "-c", RECALL_SUITE, str(trial.db_path), str(suite)],
-                                           env=environment, capture_output=True, text=True, check=True)
+                config.write_text(
+                    text.replace(
+                        "cross_session: false",
+                        f"cross_session: {str(scope == 'cross-session').lower()}",
+                    )
+                )
+                environment = trial.environ() | {
+                    "MNEMOSYNE_ENHANCED_RECALL": "1",
+                    "PYTHONPATH": str(REPOSITORY),
+                }
+                completed = subprocess.run(
+                    [sys.executable, "-c", RECALL_SUITE, str(trial.db_path), str(suite)],
+                    env=environment,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 figures[name] = json.loads(completed.stdout.strip().splitlines()[-1])
-            print(f"  {scope:>13}: recall before {figures['before']['recall']:.3f} -> after {figures['after']['recall']:.3f}"
-                  f"  (x{figures['after']['recall'] / max(figures['before']['recall'], 1e-9):.2f});  hit rate "
-                  f"{figures['before']['hit_rate']:.3f} -> {figures['after']['hit_rate']:.3f}")
+            print(
+                f"  {scope:>13}: recall before {figures['before']['recall']:.3f} -> after "
+                f"{figures['after']['recall']:.3f}"
+                f"  (x{figures['after']['recall'] / max(figures['before']['recall'], 1e-9):.2f});  hit rate "
+                f"{figures['before']['hit_rate']:.3f} -> {figures['after']['hit_rate']:.3f}"
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 def main() -> None:
     """Parse the arguments and run the chosen measurements."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="10000,100000", help="comma-separated row counts (0: none)")
-    parser.add_argument("--recall", action="store_true", help="also measure associative recall before/after")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", default="10000,100000", help="comma-separated row counts (0: none)"
+    )
+    parser.add_argument(
+        "--recall", action="store_true", help="also measure associative recall before/after"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated databases")
-    parser.add_argument("--repeat", type=int, default=3, help="linking passes per size below 1M (fastest counts)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="linking passes per size below 1M (fastest counts)"
+    )
     arguments = parser.parse_args()
     sizes = [int(size) for size in arguments.sizes.split(",") if int(size) > 0]
     if sizes:

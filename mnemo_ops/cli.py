@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-import importlib
-
 import typer
 
 from mnemo_ops import __version__
-from mnemo_ops.commands import COMMAND_MODULES
+from mnemo_ops.commands import (
+    backup,
+    capture,
+    cron,
+    demo,
+    doctor,
+    jobs,
+    quarantine,
+    report,
+    run,
+    status,
+    topics,
+    trigger,
+)
+from mnemo_ops.commands import eval as eval_commands
 from mnemo_ops.commands.common import CURRENT, configure_logging
-from mnemo_ops.core.errors import UsageError
 
 app = typer.Typer(
     name="mnemo-ops",
@@ -33,15 +44,29 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    db: str = typer.Option(None, "--db", help="The Mnemosyne database (default: found as Mnemosyne does).",
-                           metavar="PATH"),
-    state_dir: str = typer.Option(None, "--state-dir", help="Our state folder (default: mnemo-ops beside data/).",
-                                  metavar="DIR"),
+    db: str = typer.Option(
+        None,
+        "--db",
+        help="The Mnemosyne database (default: found as Mnemosyne does).",
+        metavar="PATH",
+    ),
+    state_dir: str = typer.Option(
+        None,
+        "--state-dir",
+        help="Our state folder (default: mnemo-ops beside data/).",
+        metavar="DIR",
+    ),
     config: str = typer.Option(None, "--config", help="YAML config file.", metavar="FILE"),
-    json_output: bool = typer.Option(False, "--json", help="Print exactly one JSON object on stdout."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More logging (-vv for debug)."),
+    json_output: bool = typer.Option(
+        False, "--json", help="Print exactly one JSON object on stdout."
+    ),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="More logging (-vv for debug)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only warnings and errors."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version."
+    ),
 ) -> None:
     """Scheduled, idempotent, dry-run-capable maintenance jobs for a Mnemosyne memory database."""
     CURRENT.db, CURRENT.state_dir, CURRENT.config = db, state_dir, config
@@ -51,30 +76,24 @@ def main_options(
     configure_logging(CURRENT.verbosity)
 
 
-def _placeholder(name: str, help_text: str) -> None:
-    """Register `name` as a command that says it is not implemented yet (exit 2), never pretending."""
-
-    @app.command(
-        name=name, help=f"{help_text} (not implemented yet)",
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    )
-    def not_implemented(ctx: typer.Context) -> None:
-        from mnemo_ops.commands.common import fail
-
-        fail(UsageError(f"'{name}' is not implemented yet in this version of mnemo-ops"))
-
-
-for _module in ("run", "jobs", "status", "doctor", "cron", "demo"):
-    importlib.import_module(f"mnemo_ops.commands.{_module}").register(app)
-for _name, _help in COMMAND_MODULES.items():
-    try:
-        _command_module = importlib.import_module(f"mnemo_ops.commands.{_name}")
-    except ModuleNotFoundError as _error:
-        if _error.name != f"mnemo_ops.commands.{_name}":
-            raise
-        _placeholder(_name, _help)
-    else:
-        _command_module.register(app)
+COMMAND_MODULES = (
+    run,
+    jobs,
+    status,
+    doctor,
+    cron,
+    demo,
+    backup,
+    trigger,
+    eval_commands,
+    quarantine,
+    capture,
+    report,
+    topics,
+)
+"""Every command module, in the order ``--help`` lists them; each adds itself with ``register(app)``."""
+for _module in COMMAND_MODULES:
+    _module.register(app)
 
 
 def main() -> None:

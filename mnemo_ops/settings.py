@@ -10,13 +10,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 from croniter import croniter
 
-from mnemo_ops.core.errors import ConfigError
+from mnemo_ops.core.errors import ConfigError, UsageError
 
 ENV_DB = "MNEMO_OPS_DB"
 ENV_STATE_DIR = "MNEMO_OPS_STATE_DIR"
@@ -25,112 +26,165 @@ ENV_CONFIG = "MNEMO_OPS_CONFIG"
 
 @dataclasses.dataclass(frozen=True)
 class Option:
-    """One config key: its Python type(s), default, and an optional check (e.g. a cron expression)."""
+    """One option: its Python type(s), default, range check and help; the one definition that the
+    config file, ``--option KEY=VALUE`` and the defaults all go through.
+
+    ``per_run`` options exist only for one run (``-o KEY=VALUE``, or ``--KEY`` for a boolean), never
+    in the config file; ``alias`` is an older ``--option`` name still accepted.
+    """
 
     kind: type | tuple[type, ...]
     default: Any = None
-    check: str | None = None  # "cron", "fraction" (0..1), "positive"
+    check: str | None = None  # "cron", "fraction" (0..1), "positive" (> 0), "non_negative" (>= 0)
+    help: str = ""
+    choices: tuple[str, ...] | None = None
+    item_kind: type | None = None  # for lists: the type of every item
+    per_run: bool = False
+    alias: str | None = None
 
 
 def _job_section() -> dict[str, Option]:
     return {
-        "schedule": Option(str, None, "cron"),
-        "enabled": Option(bool, True),
-        "timeout": Option(int, None, "positive"),
-        "ping_url": Option(str, None),
+        "schedule": Option(str, None, "cron", "cron expression overriding the manifest's"),
+        "enabled": Option(
+            bool, True, help="false: scheduled runs skip the job (--force still runs it)"
+        ),
+        "timeout": Option(int, None, "positive", "seconds before the run is stopped"),
+        "ping_url": Option(str, None, help="healthchecks URL: /start, success, /fail"),
     }
 
 
-# The whole configuration schema. Sections for individual jobs hold that job's options; a key not
-# listed here is a configuration error (exit 2), so a typo never silently falls back to a default.
+JOB_NAMES = (
+    "backup",
+    "nightly-selfcare",
+    "memory-maintain",
+    "evening-batch",
+    "bridge-drain",
+    "retrieval-eval",
+    "monthly-maintenance",
+    "self-reflection",
+    "memory-block-migrate",
+)
+"""Every job, in schedule order (each has a manifest in ``jobs/`` and an options section below)."""
+
+# The whole configuration schema. The section of a job (its name with underscores) holds that job's
+# options; a key not listed here is a configuration error (exit 2), so a typo never silently falls
+# back to a default. Jobs read their options only through this schema (never a default of their own).
 SCHEMA: dict[str, Any] = {
     "db": Option(str),
     "state_dir": Option(str),
     "hermes_home": Option(str),
     "memory_blocks_dir": Option(str),
     "owner": Option(str),
-    "jobs": {
-        name: _job_section()
-        for name in (
-            "backup", "nightly-selfcare", "memory-maintain", "evening-batch", "bridge-drain",
-            "retrieval-eval", "monthly-maintenance", "self-reflection", "memory-block-migrate",
-        )
-    },
+    "jobs": {name: _job_section() for name in JOB_NAMES},
     "monitoring": {
-        "prometheus_textfile_dir": Option(str),
-        "syslog": Option(bool, False),
+        "prometheus_textfile_dir": Option(str, help="node_exporter textfile collector folder"),
+        "syslog": Option(bool, False, help="one line per run to the local syslog"),
     },
     "retrieval_eval": {
         # Paths default to <state_dir>/eval/suite.jsonl and <state_dir>/eval/baseline.json.
-        "suite": Option(str),
-        "baseline": Option(str),
-        "engine": Option(str, "mnemosyne"),
-        "k": Option(int, 10, "positive"),
-        "tolerance": Option(float, 0.02, "fraction"),
-        "tolerances": Option(dict, {}),  # per metric: {"mrr": 0.05} or {"mrr@10": 0.05}
-        "max_case_regressions": Option(int, 0),
-        "enhanced_recall": Option(bool),  # MNEMOSYNE_ENHANCED_RECALL; unset: as in the environment
-        "use_associative": Option(bool, False),
-        "cross_session": Option(bool, True),
-        "recall_options": Option(dict, {}),
-        "mnemosyne_environment": Option(dict, {}),
+        "suite": Option(str, help="the eval suite (JSONL or YAML)"),
+        "baseline": Option(str, help="the baseline to compare with"),
+        "engine": Option(str, "mnemosyne", help="recall engine: mnemosyne or builtin"),
+        "k": Option(int, 10, "positive", "cutoff k (a case or the suite may set its own)"),
+        "tolerance": Option(float, 0.02, "fraction", "allowed drop of every metric"),
+        "tolerances": Option(dict, {}, help='per metric: {"mrr": 0.05} or {"mrr@10": 0.05}'),
+        "max_case_regressions": Option(int, 0, "non_negative", "cases allowed to fail that passed"),
+        "enhanced_recall": Option(
+            bool, help="MNEMOSYNE_ENHANCED_RECALL; unset: as in the environment"
+        ),
+        "use_associative": Option(bool, False, help="recall_enhanced appends graph neighbours"),
+        "cross_session": Option(bool, True, help="the eval's queries span sessions"),
+        "recall_options": Option(dict, {}, help="keyword arguments of Mnemosyne's recall"),
+        "mnemosyne_environment": Option(dict, {}, help="extra MNEMOSYNE_* variables for recall"),
+        "allow_suite_change": Option(
+            bool, False, per_run=True, help="compare with a changed suite"
+        ),
+        "ratchet": Option(bool, False, per_run=True, help="raise the baseline when better"),
+        "write_baseline": Option(str, per_run=True, help="write a new baseline to this path"),
     },
     "evening_batch": {
-        "consolidation_model": Option(str, "auto"),  # auto: Mnemosyne's model chain if configured, else AAAK; aaak
-        "reclaim_stale_seconds": Option(int, 3600, "positive"),
-        "stale_fraction": Option(float, 0.10, "fraction"),
+        "consolidation_model": Option(
+            str,
+            "auto",
+            choices=("auto", "aaak"),
+            help="auto: Mnemosyne's model chain if configured, else AAAK",
+        ),
+        "reclaim_stale_seconds": Option(
+            int, 3600, "positive", "claims older than this are reclaimed"
+        ),
+        "stale_fraction": Option(
+            float, 0.10, "fraction", "maps are stale past this share of changes"
+        ),
         "min_topic_size": Option(int, 3, "positive"),
         "terms_per_memory": Option(int, 8, "positive"),
         "max_topic_share": Option(float, 0.2, "fraction"),
         "label_similarity": Option((int, float), 85, "positive"),
         "seeds_per_topic": Option(int, 5, "positive"),
         "block_match_similarity": Option((int, float), 85, "positive"),
+        "rebuild": Option(bool, False, per_run=True, help="rebuild the topic map from scratch"),
     },
     "memory_maintain": {
-        "k": Option(int, 3, "positive"),
-        "min_score": Option(float, 0.3, "fraction"),
-        "max_rows_per_run": Option(int, 20000, "positive"),
-        "batch_size": Option(int, 500, "positive"),
+        "k": Option(int, 3, "positive", "edges per orphan"),
+        "min_score": Option(float, 0.3, "fraction", "bm25 floor relative to the row's own score"),
+        "max_rows_per_run": Option(
+            int, 20000, "positive", "orphans examined per run", alias="max_rows"
+        ),
+        "batch_size": Option(int, 500, "positive", "rows per write transaction"),
     },
     "backup": {
-        "keep": Option(int, 7, "positive"),
-        "pre_write_keep": Option(int, 7, "positive"),
-        "reuse_minutes": Option(int, 10),
+        "keep": Option(int, 7, "positive", "verified daily checkpoints kept"),
+        "pre_write_keep": Option(int, 7, "positive", "verified pre-write checkpoints kept"),
+        "reuse_minutes": Option(
+            int, 10, "non_negative", "a pre-write checkpoint this recent is reused"
+        ),
     },
     "bridge_drain": {
-        "max_item_bytes": Option(int, 32 * 1024, "positive"),  # cap on an item's content (UTF-8 bytes)
-        "max_file_bytes": Option(int, 16 * 1024 * 1024, "positive"),  # bigger spool files are rejected whole
-        "default_session": Option(str, "bridge"),  # session_id of items that give none
-        "agent_share": Option(float, 0.5, "fraction"),  # share of wall time left free for the live agent
+        "max_item_bytes": Option(
+            int, 32 * 1024, "positive", "cap on an item's content (UTF-8 bytes)"
+        ),
+        "max_file_bytes": Option(
+            int, 16 * 1024 * 1024, "positive", "bigger files are rejected whole"
+        ),
+        "default_session": Option(str, "bridge", help="session_id of items that give none"),
+        "agent_share": Option(float, 0.5, "fraction", "share of wall time left for the live agent"),
     },
     "nightly_selfcare": {
-        "memory_char_limit": Option(int, 2200, "positive"),
-        "user_char_limit": Option(int, 1375, "positive"),
+        "memory_char_limit": Option(int, 2200, "positive", "Hermes memory_char_limit"),
+        "user_char_limit": Option(int, 1375, "positive", "Hermes user_char_limit"),
         "memory_block_warn_fraction": Option(float, 0.8, "fraction"),
         "memory_block_stale_days": Option(int, 30, "positive"),
         "auth_expiry_warn_days": Option(int, 7, "positive"),
         "backup_warn_hours": Option(int, 26, "positive"),
         "backup_error_hours": Option(int, 72, "positive"),
-        "overdue_grace_minutes": Option(int, 60),
+        "overdue_grace_minutes": Option(int, 60, "non_negative"),
         "wal_warn_mb": Option(int, 256, "positive"),
-        "free_disk_warn_mb": Option(int, 2048),
-        "free_disk_error_mb": Option(int, 512),
+        "free_disk_warn_mb": Option(int, 2048, "non_negative"),
+        "free_disk_error_mb": Option(int, 512, "non_negative"),
         "staging": {
             "enabled": Option(bool, True),
-            "queue_processed_days": Option(int, 30),
-            "reports_days": Option(int, 90),
-            "hermes_logs_days": Option(int, 30),
-            "extra_rules": Option(list, None),
+            "queue_processed_days": Option(int, 30, "non_negative", "0 turns the rule off"),
+            "reports_days": Option(int, 90, "non_negative", "0 turns the rule off"),
+            "hermes_logs_days": Option(int, 30, "non_negative", "0 turns the rule off"),
+            "extra_rules": Option(list, None, help="absolute root, file name pattern, age"),
         },
     },
     "monthly_maintenance": {
         "unconfirmed_fact_age_days": Option(int, 180, "positive"),
         "claim_stale_hours": Option(int, 6, "positive"),
-        "multi_valued_predicates": Option(list, []),
+        "multi_valued_predicates": Option(list, [], item_kind=str),
         "fts_merge_pages": Option(int, 500, "positive"),
         "fts_merge_max_steps": Option(int, 200, "positive"),
+        "vacuum": Option(bool, False, per_run=True, help="also VACUUM (rewrites the file)"),
     },
+    "self_reflection": {},
+    "memory_block_migrate": {},
 }
+
+
+def job_section(job: str) -> str:
+    """The config section of `job`'s options (``memory-maintain`` -> ``memory_maintain``)."""
+    return job.replace("-", "_")
 
 
 def _default_hermes_home(environ: dict[str, str]) -> Path:
@@ -175,11 +229,22 @@ def _defaults(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _type_name(kind: type | tuple[type, ...]) -> str:
     kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        list: "a list",
+        dict: "a mapping",
+    }
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
-def _check_value(file: Path, dotted: str, spec: Option, value: Any) -> Any:
+def check_value(where: str, dotted: str, spec: Option, value: Any) -> Any:
+    """Return `value` checked against `spec` (an int widened to float where a number is wanted).
+
+    Raises ConfigError naming `where` (the config file, or the command line) and the key.
+    """
     if value is None:
         return None
     kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
@@ -188,17 +253,60 @@ def _check_value(file: Path, dotted: str, spec: Option, value: Any) -> Any:
     if not acceptable and float in kinds and isinstance(value, int) and not isinstance(value, bool):
         value, acceptable = float(value), True
     if not acceptable:
-        raise ConfigError(f"{file}: key '{dotted}' must be {_type_name(spec.kind)}, got {value!r}")
+        raise ConfigError(f"{where}: key '{dotted}' must be {_type_name(spec.kind)}, got {value!r}")
     if spec.check == "cron" and not croniter.is_valid(value):
-        raise ConfigError(f"{file}: key '{dotted}' is not a valid cron expression: {value!r}")
+        raise ConfigError(f"{where}: key '{dotted}' is not a valid cron expression: {value!r}")
     if spec.check == "positive" and value <= 0:
-        raise ConfigError(f"{file}: key '{dotted}' must be greater than 0, got {value!r}")
+        raise ConfigError(f"{where}: key '{dotted}' must be greater than 0, got {value!r}")
+    if spec.check == "non_negative" and value < 0:
+        raise ConfigError(f"{where}: key '{dotted}' must be 0 or more, got {value!r}")
     if spec.check == "fraction" and not 0 <= value <= 1:
-        raise ConfigError(f"{file}: key '{dotted}' must be between 0 and 1, got {value!r}")
+        raise ConfigError(f"{where}: key '{dotted}' must be between 0 and 1, got {value!r}")
+    if spec.choices is not None and value not in spec.choices:
+        raise ConfigError(
+            f"{where}: key '{dotted}' must be one of {', '.join(spec.choices)}, got {value!r}"
+        )
+    if spec.item_kind is not None and not all(isinstance(item, spec.item_kind) for item in value):
+        raise ConfigError(
+            f"{where}: key '{dotted}' must be a list of {_type_name(spec.item_kind)}s"
+        )
     return value
 
 
-def _merge(file: Path, schema: dict[str, Any], target: dict[str, Any], data: Any, prefix: str) -> None:
+def parse_command_line_value(spec: Option, text: Any) -> Any:
+    """Turn the text of ``--option KEY=VALUE`` into the option's type (YAML for lists and mappings).
+
+    A value that is not text (a command that already parsed it) is passed through for checking.
+    """
+    if not isinstance(text, str):
+        return text
+    kinds = spec.kind if isinstance(spec.kind, tuple) else (spec.kind,)
+    if str in kinds:
+        return text
+    if bool in kinds:
+        lowered = text.strip().lower()
+        if lowered in ("1", "true", "yes", "on", ""):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        return text
+    if int in kinds or float in kinds:
+        for convert in (int, float):
+            if convert in kinds or (convert is int and float in kinds):
+                try:
+                    return convert(text)
+                except ValueError:
+                    continue
+        return text
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _merge(
+    file: Path, schema: dict[str, Any], target: dict[str, Any], data: Any, prefix: str
+) -> None:
     if not isinstance(data, dict):
         where = f"key '{prefix}'" if prefix else "the top level"
         raise ConfigError(f"{file}: {where} must be a mapping, got {type(data).__name__}")
@@ -211,8 +319,12 @@ def _merge(file: Path, schema: dict[str, Any], target: dict[str, Any], data: Any
             if value is None:
                 continue
             _merge(file, spec, target[key], value, dotted)
+        elif spec.per_run:
+            raise ConfigError(
+                f"{file}: key '{dotted}' is for one run only: pass --option {key}=VALUE"
+            )
         else:
-            target[key] = _check_value(file, dotted, spec, value)
+            target[key] = check_value(str(file), dotted, spec, value)
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -248,18 +360,58 @@ class Settings:
     options: dict[str, Any]
     sources: dict[str, str]
 
-    def option(self, dotted: str, default: Any = None) -> Any:
-        """Return a config value by dotted name (``"backup.keep"``), or `default` when unset."""
+    def option(self, dotted: str) -> Any:
+        """A config value by dotted name (``"backup.keep"``): the config file's, else the schema default.
+
+        A name the schema does not define is a programming error (KeyError), never a silent None.
+        """
         node: Any = self.options
         for part in dotted.split("."):
             if not isinstance(node, dict) or part not in node:
-                return default
+                raise KeyError(f"no such option: {dotted}")
             node = node[part]
-        return default if node is None else node
+        return node
 
-    def job_option(self, job: str, key: str, default: Any = None) -> Any:
-        """Return a per-job option from the ``jobs.<job>`` section."""
-        return self.option(f"jobs.{job}.{key}", default)
+    def job_option(self, job: str, key: str) -> Any:
+        """A per-job setting from the ``jobs.<job>`` section (schedule, enabled, timeout, ping_url)."""
+        return self.option(f"jobs.{job}.{key}")
+
+    def section(self, job: str) -> dict[str, Any]:
+        """The resolved options of `job` (a copy of its section)."""
+        return copy.deepcopy(self.options.get(job_section(job), {}))
+
+    def check_run_options(self, job: str, given: Mapping[str, Any]) -> dict[str, Any]:
+        """`job`'s ``--option KEY=VALUE`` values, typed and checked, by their schema names.
+
+        Every key goes through the same schema as the config file: an unknown key, a value of the
+        wrong type or out of range is a UsageError (exit 2) naming the key.
+        """
+        section_name = job_section(job)
+        schema = SCHEMA.get(section_name, {})
+        by_alias = {
+            spec.alias: key
+            for key, spec in schema.items()
+            if isinstance(spec, Option) and spec.alias
+        }
+        checked: dict[str, Any] = {}
+        for raw_key, raw_value in given.items():
+            key = by_alias.get(raw_key, raw_key)
+            spec = schema.get(key)
+            if not isinstance(spec, Option):
+                known = ", ".join(sorted(schema)) or "none"
+                raise UsageError(f"{job} has no option {raw_key!r}; its options are: {known}")
+            value = parse_command_line_value(spec, raw_value)
+            try:
+                checked[key] = check_value("--option", f"{section_name}.{key}", spec, value)
+            except ConfigError as error:
+                raise UsageError(error.message) from None
+        return checked
+
+    def with_run_options(self, job: str, checked: Mapping[str, Any]) -> Settings:
+        """A copy of these settings whose `job` section holds the checked run options over the config."""
+        options = copy.deepcopy(self.options)
+        options.setdefault(job_section(job), {}).update(checked)
+        return dataclasses.replace(self, options=options)
 
     @property
     def state_db_path(self) -> Path:
@@ -335,10 +487,16 @@ def load_settings(
 
     hermes_home = pick("hermes_home", None, None, lambda: _default_hermes_home(env))
     db_path = pick("db", db, ENV_DB, lambda: mnemosyne_default_db(env))
-    resolved_state = pick("state_dir", state_dir, ENV_STATE_DIR, lambda: default_state_dir(db_path.absolute()))
+    resolved_state = pick(
+        "state_dir", state_dir, ENV_STATE_DIR, lambda: default_state_dir(db_path.absolute())
+    )
     blocks = pick("memory_blocks_dir", None, None, lambda: hermes_home / "memories")
     owner = options.get("owner") or env.get("MNEMOSYNE_DEFAULT_OWNER") or "default"
-    sources["owner"] = "config" if options.get("owner") else ("env" if env.get("MNEMOSYNE_DEFAULT_OWNER") else "default")
+    sources["owner"] = (
+        "config"
+        if options.get("owner")
+        else ("env" if env.get("MNEMOSYNE_DEFAULT_OWNER") else "default")
+    )
     return Settings(
         db_path=db_path.absolute(),
         state_dir=resolved_state.absolute(),

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mnemo_ops.sample_database import SampleLayout, build_sample
+from mnemo_ops.samples.sample_database import SampleLayout, build_sample
 from mnemo_ops.settings import Settings, load_settings
 
 
@@ -23,13 +23,21 @@ def isolated_environment(tmp_path_factory):
     """
     root = tmp_path_factory.mktemp("isolated-home")
     saved = dict(os.environ)
-    os.environ.update({
-        "HOME": str(root / "home"),
-        "HERMES_HOME": str(root / "hermes"),
-        "MNEMOSYNE_DATA_DIR": str(root / "default-data"),
-    })
-    for name in ("MNEMO_OPS_DB", "MNEMO_OPS_STATE_DIR", "MNEMO_OPS_CONFIG", "XDG_CONFIG_HOME",
-                 "MNEMOSYNE_ENHANCED_RECALL", "MNEMOSYNE_DEFAULT_OWNER"):
+    os.environ.update(
+        {
+            "HOME": str(root / "home"),
+            "HERMES_HOME": str(root / "hermes"),
+            "MNEMOSYNE_DATA_DIR": str(root / "default-data"),
+        }
+    )
+    for name in (
+        "MNEMO_OPS_DB",
+        "MNEMO_OPS_STATE_DIR",
+        "MNEMO_OPS_CONFIG",
+        "XDG_CONFIG_HOME",
+        "MNEMOSYNE_ENHANCED_RECALL",
+        "MNEMOSYNE_DEFAULT_OWNER",
+    ):
         os.environ.pop(name, None)
     (root / "home").mkdir()
     yield root
@@ -53,7 +61,9 @@ def sample(sample_template, tmp_path) -> SampleLayout:
     # environment: point the copy at itself so no test ever writes into the shared template.
     config = layout.data_dir / "config.yaml"
     if config.exists():
-        config.write_text(config.read_text().replace(str(sample_template.data_dir), str(layout.data_dir)))
+        config.write_text(
+            config.read_text().replace(str(sample_template.data_dir), str(layout.data_dir))
+        )
     return layout
 
 
@@ -63,13 +73,24 @@ def sample_settings(sample) -> Settings:
     return load_settings(db=sample.db_path, state_dir=sample.state_dir, environ=sample.environ())
 
 
-def run_cli(layout: SampleLayout | None, *args: str, env: dict[str, str] | None = None,
-            input_text: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli(
+    layout: SampleLayout | None,
+    *args: str,
+    env: dict[str, str] | None = None,
+    input_text: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess:
     """Run ``python -m mnemo_ops ARGS`` in a real subprocess with the sample's environment."""
     environ = layout.environ() if layout is not None else dict(os.environ)
     environ.update(env or {})
-    return subprocess.run([sys.executable, "-m", "mnemo_ops", *args], env=environ, capture_output=True,
-                          text=True, input=input_text, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "mnemo_ops", *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        input=input_text,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture

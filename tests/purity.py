@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mnemo_ops.sample_database import SampleLayout
+from mnemo_ops.samples.sample_database import SampleLayout
 
 
 def _hash(path: Path) -> str:
@@ -45,18 +45,29 @@ def _tree(root: Path) -> dict[str, str]:
     return entries
 
 
-def snapshot(db_path: Path, state_dir: Path, memory_blocks_dir: Path, extra_dirs: tuple[Path, ...] = ()) -> dict:
+def snapshot(
+    db_path: Path, state_dir: Path, memory_blocks_dir: Path, extra_dirs: tuple[Path, ...] = ()
+) -> dict:
     """A comparable picture of everything a dry run must not change (computed in a child process)."""
-    arguments = json.dumps([str(db_path), str(state_dir), str(memory_blocks_dir), [str(d) for d in extra_dirs]])
-    completed = subprocess.run([sys.executable, __file__, arguments], capture_output=True, text=True, check=True)
+    arguments = json.dumps(
+        [str(db_path), str(state_dir), str(memory_blocks_dir), [str(d) for d in extra_dirs]]
+    )
+    completed = subprocess.run(
+        [sys.executable, __file__, arguments], capture_output=True, text=True, check=True
+    )
     return json.loads(completed.stdout)
 
 
-def _snapshot_here(db_path: Path, state_dir: Path, memory_blocks_dir: Path, extra_dirs: tuple[Path, ...] = ()) -> dict:
+def _snapshot_here(
+    db_path: Path, state_dir: Path, memory_blocks_dir: Path, extra_dirs: tuple[Path, ...] = ()
+) -> dict:
     wal = Path(f"{db_path}-wal")
     wal_state = _hash(wal) if wal.exists() and wal.stat().st_size else "empty"
-    beside_db = {name: value for name, value in _tree(db_path.parent).items()
-                 if name not in (db_path.name, f"{db_path.name}-wal", f"{db_path.name}-shm")}
+    beside_db = {
+        name: value
+        for name, value in _tree(db_path.parent).items()
+        if name not in (db_path.name, f"{db_path.name}-wal", f"{db_path.name}-shm")
+    }
     picture = {
         "db": _hash(db_path),
         "wal": wal_state,
@@ -71,8 +82,12 @@ def _snapshot_here(db_path: Path, state_dir: Path, memory_blocks_dir: Path, extr
 
 def sample_snapshot(layout: SampleLayout) -> dict:
     """`snapshot` for a sample home, including its HOME folder."""
-    return snapshot(layout.db_path, layout.state_dir, layout.memory_blocks_dir,
-                    extra_dirs=(layout.directory / "home",))
+    return snapshot(
+        layout.db_path,
+        layout.state_dir,
+        layout.memory_blocks_dir,
+        extra_dirs=(layout.directory / "home",),
+    )
 
 
 def assert_unchanged(before: dict, after: dict) -> None:
@@ -80,11 +95,21 @@ def assert_unchanged(before: dict, after: dict) -> None:
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
             if isinstance(before.get(key), dict) and isinstance(after.get(key), dict):
-                changed = sorted(k for k in set(before[key]) | set(after[key]) if before[key].get(k) != after[key].get(k))
+                changed = sorted(
+                    k
+                    for k in set(before[key]) | set(after[key])
+                    if before[key].get(k) != after[key].get(k)
+                )
                 raise AssertionError(f"dry run changed {key}: {changed[:10]}")
-            raise AssertionError(f"dry run changed {key}: {before.get(key)!r} -> {after.get(key)!r}")
+            raise AssertionError(
+                f"dry run changed {key}: {before.get(key)!r} -> {after.get(key)!r}"
+            )
 
 
 if __name__ == "__main__":
     db, state, blocks, extras = json.loads(sys.argv[1])
-    print(json.dumps(_snapshot_here(Path(db), Path(state), Path(blocks), tuple(Path(d) for d in extras))))
+    print(
+        json.dumps(
+            _snapshot_here(Path(db), Path(state), Path(blocks), tuple(Path(d) for d in extras))
+        )
+    )

@@ -29,14 +29,20 @@ def test_hermes_home_defaults_to_home_dot_hermes(tmp_path):
 
 
 def test_mnemosyne_data_dir_wins_over_hermes_home(tmp_path):
-    env = {"HOME": str(tmp_path), "HERMES_HOME": str(tmp_path / "h"), "MNEMOSYNE_DATA_DIR": str(tmp_path / "d")}
+    env = {
+        "HOME": str(tmp_path),
+        "HERMES_HOME": str(tmp_path / "h"),
+        "MNEMOSYNE_DATA_DIR": str(tmp_path / "d"),
+    }
     settings = load_settings(environ=env)
     assert settings.db_path == tmp_path / "d" / "mnemosyne.db"
     assert settings.state_dir == tmp_path / "mnemo-ops"
 
 
 def test_precedence_flag_env_config_default(tmp_path):
-    config = _write(tmp_path / "c.yaml", f"db: {tmp_path / 'from-config.db'}\nstate_dir: {tmp_path / 'cs'}\n")
+    config = _write(
+        tmp_path / "c.yaml", f"db: {tmp_path / 'from-config.db'}\nstate_dir: {tmp_path / 'cs'}\n"
+    )
     env = {"HOME": str(tmp_path), "MNEMO_OPS_CONFIG": str(config)}
     assert load_settings(environ=env).db_path == tmp_path / "from-config.db"
     assert load_settings(environ=env).sources["db"] == "config"
@@ -74,7 +80,8 @@ def test_defaults_filled_in(tmp_path):
     settings = load_settings(environ={"HOME": str(tmp_path)})
     assert settings.option("backup.keep") == 7
     assert settings.job_option("backup", "enabled") is True
-    assert settings.option("no.such.key", "fallback") == "fallback"
+    with pytest.raises(KeyError):
+        settings.option("no.such.key")  # a typo in code fails loudly, never a silent default
 
 
 @pytest.mark.parametrize(
@@ -85,7 +92,10 @@ def test_defaults_filled_in(tmp_path):
         ("backup:\n  keep: three\n", "key 'backup.keep' must be an integer"),
         ("backup:\n  keep: true\n", "key 'backup.keep' must be an integer"),
         ("backup:\n  keep: 0\n", "key 'backup.keep' must be greater than 0"),
-        ("jobs:\n  backup:\n    schedule: '61 * * * *'\n", "key 'jobs.backup.schedule' is not a valid cron"),
+        (
+            "jobs:\n  backup:\n    schedule: '61 * * * *'\n",
+            "key 'jobs.backup.schedule' is not a valid cron",
+        ),
         ("jobs:\n  no-such-job:\n    enabled: false\n", "unknown key 'jobs.no-such-job'"),
         ("backup: [1, 2]\n", "key 'backup' must be a mapping"),
         ("owner: [unclosed\n", "not valid YAML"),

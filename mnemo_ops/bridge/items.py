@@ -15,27 +15,49 @@ import math
 from datetime import datetime
 from typing import Any
 
+from mnemo_ops.settings import SCHEMA
+
 VERACITIES = ("stated", "inferred", "tool", "imported", "unknown")
 """Mnemosyne's veracity labels (``beam.clamp_veracity`` would silently turn any other into 'unknown')."""
 
 MEMORY_TYPES = (
-    "fact", "preference", "decision", "commitment", "goal", "event", "instruction", "relationship",
-    "context", "learning", "observation", "error", "artifact", "unknown",
+    "fact",
+    "preference",
+    "decision",
+    "commitment",
+    "goal",
+    "event",
+    "instruction",
+    "relationship",
+    "context",
+    "learning",
+    "observation",
+    "error",
+    "artifact",
+    "unknown",
 )
 """``mnemosyne.core.typed_memory.MemoryType`` values (3.15.1), copied so parsing never imports Mnemosyne."""
 
 KNOWN_FIELDS = (
-    "content", "source", "importance", "veracity", "session_id", "memory_type", "metadata",
-    "idempotency_key", "created_at",
+    "content",
+    "source",
+    "importance",
+    "veracity",
+    "session_id",
+    "memory_type",
+    "metadata",
+    "idempotency_key",
+    "created_at",
 )
 FORMATS = (".json", ".jsonl")
 
 DEFAULT_SOURCE = "bridge"
 DEFAULT_IMPORTANCE = 0.5  # Mnemosyne's own default for remember()
 DEFAULT_VERACITY = "unknown"  # Mnemosyne's own default for remember()
-DEFAULT_SESSION = "bridge"
-DEFAULT_MAX_ITEM_BYTES = 32 * 1024
-DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
+# The defaults of the ``bridge_drain`` options, read from the one schema (never restated here).
+DEFAULT_SESSION = SCHEMA["bridge_drain"]["default_session"].default
+DEFAULT_MAX_ITEM_BYTES = SCHEMA["bridge_drain"]["max_item_bytes"].default
+DEFAULT_MAX_FILE_BYTES = SCHEMA["bridge_drain"]["max_file_bytes"].default
 MAX_LABEL_CHARS = 200  # source, session_id, memory_type, idempotency_key
 
 BRIDGE_METADATA_KEY = "_bridge"
@@ -71,7 +93,11 @@ class Item:
 
     def row_metadata(self, file_name: str) -> dict[str, Any]:
         """The metadata stored with the row: the item's own plus the bridge provenance (with the key)."""
-        provenance: dict[str, Any] = {"key": self.idempotency_key, "file": file_name, "position": self.position}
+        provenance: dict[str, Any] = {
+            "key": self.idempotency_key,
+            "file": file_name,
+            "position": self.position,
+        }
         if self.created_at is not None:
             provenance["created_at"] = self.created_at
         return {**self.metadata, BRIDGE_METADATA_KEY: provenance}
@@ -109,7 +135,7 @@ def derive_key(file_name: str, position: int, content: str) -> str:
 
     The same file delivered again (same name, same items) gives the same keys, so it is a no-op.
     """
-    digest = hashlib.sha256(f"{file_name}\x00{position}\x00{content}".encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(f"{file_name}\x00{position}\x00{content}".encode()).hexdigest()
     return f"derived:{digest[:32]}"
 
 
@@ -155,7 +181,9 @@ def _importance(value: Any, reasons: list[str]) -> float:
     if value is None:
         return DEFAULT_IMPORTANCE
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        reasons.append(f"field 'importance' must be a number from 0 to 1, got {type(value).__name__}")
+        reasons.append(
+            f"field 'importance' must be a number from 0 to 1, got {type(value).__name__}"
+        )
         return DEFAULT_IMPORTANCE
     if not math.isfinite(value) or not 0 <= value <= 1:
         reasons.append(f"field 'importance' must be from 0 to 1, got {value!r}")
@@ -199,8 +227,12 @@ def _metadata(data: dict[str, Any], reasons: list[str]) -> dict[str, Any]:
 
 
 def validate_item(
-    data: Any, file_name: str, position: int, original: str,
-    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES, default_session: str = DEFAULT_SESSION,
+    data: Any,
+    file_name: str,
+    position: int,
+    original: str,
+    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+    default_session: str = DEFAULT_SESSION,
 ) -> Item | RejectedItem:
     """Validate one decoded item; return an `Item`, or a `RejectedItem` listing every problem."""
     if not isinstance(data, dict):
@@ -216,17 +248,26 @@ def validate_item(
     session_id = _label(data.get("session_id"), "session_id", reasons) or default_session
     memory_type = _label(data.get("memory_type"), "memory_type", reasons)
     if memory_type is not None and memory_type not in MEMORY_TYPES:
-        reasons.append(f"field 'memory_type' must be one of {', '.join(MEMORY_TYPES)}, got {memory_type!r}")
+        reasons.append(
+            f"field 'memory_type' must be one of {', '.join(MEMORY_TYPES)}, got {memory_type!r}"
+        )
     given_key = _label(data.get("idempotency_key"), "idempotency_key", reasons)
     created_at = _created_at(data.get("created_at"), reasons)
     metadata = _metadata(data, reasons)
     if reasons or content is None:
         return RejectedItem(position, tuple(reasons), original)
     return Item(
-        content=content, source=source, importance=importance, veracity=veracity, session_id=session_id,
-        memory_type=memory_type, metadata=metadata,
+        content=content,
+        source=source,
+        importance=importance,
+        veracity=veracity,
+        session_id=session_id,
+        memory_type=memory_type,
+        metadata=metadata,
         idempotency_key=given_key or derive_key(file_name, position, content),
-        created_at=created_at, position=position, original=original,
+        created_at=created_at,
+        position=position,
+        original=original,
     )
 
 
@@ -252,8 +293,11 @@ def _loads(text: str) -> Any:
 
 
 def parse_file(
-    name: str, data: bytes, max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
-    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, default_session: str = DEFAULT_SESSION,
+    name: str,
+    data: bytes,
+    max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+    max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+    default_session: str = DEFAULT_SESSION,
 ) -> ParsedFile:
     """Parse and validate one spool file; raise `FileRejected` when the whole file must be rejected.
 
@@ -262,7 +306,7 @@ def parse_file(
     """
     if len(data) > max_file_bytes:
         raise FileRejected(f"file is {len(data)} bytes, over the {max_file_bytes}-byte limit")
-    suffix = name[name.rfind("."):] if "." in name else ""
+    suffix = name[name.rfind(".") :] if "." in name else ""
     if suffix not in FORMATS:
         raise FileRejected(f"unknown format {suffix or '(no suffix)'!r}: expected .json or .jsonl")
     text = _decode(data)
@@ -285,7 +329,9 @@ def parse_file(
             for index, value in enumerate(document, start=1):
                 add(value, index, json.dumps(value, ensure_ascii=False))
         else:
-            raise FileRejected(f"a .json file must hold an item object or an array, got {type(document).__name__}")
+            raise FileRejected(
+                f"a .json file must hold an item object or an array, got {type(document).__name__}"
+            )
         return parsed
     # Split on "\n" only: str.splitlines would also split inside JSON strings holding U+2028 and friends.
     for number, line in enumerate(text.split("\n"), start=1):

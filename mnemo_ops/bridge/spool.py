@@ -22,7 +22,7 @@ from typing import Any
 
 from mnemo_ops.bridge.items import FileRejected, RejectedItem
 from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.core.private_files import fsync_path
+from mnemo_ops.private_files import fsync_path
 
 SUBDIRS = ("tmp", "new", "cur", "failed")
 FILE_MODE = 0o600
@@ -104,7 +104,10 @@ class Spool:
                 raise FileRejected("is not a regular file")
             if info.st_size > max_bytes:
                 raise FileRejected(f"file is {info.st_size} bytes, over the {max_bytes}-byte limit")
-            chunks, remaining = [], max_bytes + 1  # one byte more tells a file that grew past the cap
+            chunks, remaining = (
+                [],
+                max_bytes + 1,
+            )  # one byte more tells a file that grew past the cap
             while remaining > 0:
                 chunk = os.read(descriptor, min(remaining, 1 << 20))
                 if not chunk:
@@ -147,7 +150,9 @@ class Spool:
     def _move(self, name: str, folder: str) -> Path:
         target_name = self._free_name(folder, name)
         target = self.folder(folder) / target_name
-        os.rename(self.folder("new") / name, target)  # rename moves a symlink itself, never its target
+        os.rename(
+            self.folder("new") / name, target
+        )  # rename moves a symlink itself, never its target
         fsync_path(self.folder(folder))
         return target
 
@@ -160,7 +165,9 @@ class Spool:
         temporary = self.folder("tmp") / f".{target.name}.error.json.{os.getpid()}"
         if os.path.lexists(temporary):
             os.unlink(temporary)  # our own leftover from a killed run, never a producer's file
-        _write_new_file(temporary, (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+        _write_new_file(
+            temporary, (json.dumps(report, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        )
         os.replace(temporary, error_path)
 
     def reject_file(self, name: str, reason: str, rejected_at: str) -> Path:
@@ -175,7 +182,9 @@ class Spool:
         fsync_path(self.folder("failed"))
         return target
 
-    def write_rejected_items(self, name: str, rejected: list[RejectedItem], rejected_at: str) -> Path:
+    def write_rejected_items(
+        self, name: str, rejected: list[RejectedItem], rejected_at: str
+    ) -> Path:
         """Write the bad items of ``new/<name>`` into a new ``failed/<name>.rejected.jsonl`` with reasons.
 
         Each line is the item's original text, so a fixed file can be moved back into ``new/``. A run
@@ -198,9 +207,15 @@ class Spool:
                 os.unlink(temporary)  # our own leftover from a killed run
             _write_new_file(temporary, data)
             os.rename(temporary, target)
-        self._write_error(target, {
-            "file": name, "rejected_at": rejected_at,
-            "items": [{"position": item.position, "reasons": list(item.reasons)} for item in rejected],
-        })
+        self._write_error(
+            target,
+            {
+                "file": name,
+                "rejected_at": rejected_at,
+                "items": [
+                    {"position": item.position, "reasons": list(item.reasons)} for item in rejected
+                ],
+            },
+        )
         fsync_path(self.folder("failed"))
         return target

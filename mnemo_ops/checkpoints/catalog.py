@@ -18,8 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.checkpoints.files import PRIVATE_FILE_MODE, fsync_path, remove_tree, tree_size
+from mnemo_ops.checkpoints.files import remove_tree, tree_size
 from mnemo_ops.core.errors import UsageError
+from mnemo_ops.private_files import PRIVATE_FILE_MODE, fsync_path
 from mnemo_ops.settings import Settings
 
 MANIFEST = "manifest.json"
@@ -90,8 +91,13 @@ class CheckpointInfo:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``backup list --json``."""
         return {
-            "name": self.name, "kind": self.kind, "created_at": self.created_at, "path": str(self.path),
-            "size_bytes": self.size_bytes, "verified": self.verified, "job": self.job,
+            "name": self.name,
+            "kind": self.kind,
+            "created_at": self.created_at,
+            "path": str(self.path),
+            "size_bytes": self.size_bytes,
+            "verified": self.verified,
+            "job": self.job,
             "status": "failed" if self.failed else ("verified" if self.verified else "unverified"),
         }
 
@@ -101,7 +107,8 @@ def _info(folder: Path, failed: bool) -> CheckpointInfo:
     verification = (manifest or {}).get("verification") or {}
     return CheckpointInfo(
         name=folder.name,
-        kind=(manifest or {}).get("kind") or ("daily" if folder.name.startswith("daily-") else "pre-write"),
+        kind=(manifest or {}).get("kind")
+        or ("daily" if folder.name.startswith("daily-") else "pre-write"),
         job=(manifest or {}).get("job"),
         created_at=(manifest or {}).get("created_at"),
         path=folder,
@@ -115,8 +122,11 @@ def _info(folder: Path, failed: bool) -> CheckpointInfo:
 def _folders(directory: Path) -> list[Path]:
     if not directory.is_dir() or directory.is_symlink():
         return []
-    return [entry for entry in directory.iterdir()
-            if entry.is_dir() and not entry.is_symlink() and valid_name(entry.name)]
+    return [
+        entry
+        for entry in directory.iterdir()
+        if entry.is_dir() and not entry.is_symlink() and valid_name(entry.name)
+    ]
 
 
 def list_checkpoints(settings: Settings, include_failed: bool = True) -> list[CheckpointInfo]:
@@ -140,10 +150,18 @@ def newest_verified_checkpoint(backups_dir: Path) -> str | None:
 
 def restore_command(settings: Settings, name: str) -> str:
     """The exact ``mnemo-ops backup restore NAME`` command for this database and state dir."""
-    return " ".join([
-        "mnemo-ops", "--db", shlex.quote(str(settings.db_path)), "--state-dir", shlex.quote(str(settings.state_dir)),
-        "backup", "restore", shlex.quote(name),
-    ])
+    return " ".join(
+        [
+            "mnemo-ops",
+            "--db",
+            shlex.quote(str(settings.db_path)),
+            "--state-dir",
+            shlex.quote(str(settings.state_dir)),
+            "backup",
+            "restore",
+            shlex.quote(name),
+        ]
+    )
 
 
 def find_checkpoint(settings: Settings, name: str) -> CheckpointInfo:
@@ -153,7 +171,9 @@ def find_checkpoint(settings: Settings, name: str) -> CheckpointInfo:
     for info in list_checkpoints(settings):
         if info.name == name:
             return info
-    raise UsageError(f"no checkpoint named {name!r} in {settings.backups_dir} (see: mnemo-ops backup list)")
+    raise UsageError(
+        f"no checkpoint named {name!r} in {settings.backups_dir} (see: mnemo-ops backup list)"
+    )
 
 
 def retention_plan(settings: Settings, kind: str, keep: int) -> list[CheckpointInfo]:
@@ -162,8 +182,11 @@ def retention_plan(settings: Settings, kind: str, keep: int) -> list[CheckpointI
     Only verified checkpoints count and only they are removed, so a bad night never pushes out a good
     checkpoint. Failed ones live in failed/ and are pruned separately.
     """
-    verified = [info for info in list_checkpoints(settings, include_failed=False)
-                if info.kind == kind and info.verified]
+    verified = [
+        info
+        for info in list_checkpoints(settings, include_failed=False)
+        if info.kind == kind and info.verified
+    ]
     return verified[:-keep] if keep > 0 and len(verified) > keep else []
 
 
@@ -189,5 +212,32 @@ def stale_temporaries(settings: Settings) -> list[Path]:
     directory = settings.backups_dir
     if not directory.is_dir() or directory.is_symlink():
         return []
-    return [entry for entry in directory.iterdir()
-            if entry.name.startswith(TEMP_PREFIX) and entry.is_dir() and not entry.is_symlink()]
+    return [
+        entry
+        for entry in directory.iterdir()
+        if entry.name.startswith(TEMP_PREFIX) and entry.is_dir() and not entry.is_symlink()
+    ]
+
+
+def keep_count(settings: Settings, kind: str) -> int:
+    """How many verified checkpoints of `kind` are kept (``backup.keep`` / ``backup.pre_write_keep``)."""
+    return int(settings.option("backup.keep" if kind == "daily" else "backup.pre_write_keep"))
+
+
+def planned_removals(settings: Settings, kind: str) -> list[CheckpointInfo]:
+    """What retention will remove once one more verified checkpoint of `kind` exists."""
+    keep = keep_count(settings, kind)
+    if keep > 1:
+        return retention_plan(settings, kind, keep - 1)
+    return [
+        info
+        for info in list_checkpoints(settings, include_failed=False)
+        if info.kind == kind and info.verified
+    ]
+
+
+def apply_retention(settings: Settings, kind: str) -> list[str]:
+    """Remove verified checkpoints of `kind` beyond the newest `keep`, and old failed ones; return names."""
+    removed = remove_checkpoints(retention_plan(settings, kind, keep_count(settings, kind)))
+    removed += remove_checkpoints(failed_plan(settings, keep_count(settings, "daily")))
+    return removed

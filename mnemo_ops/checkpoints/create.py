@@ -20,15 +20,14 @@ from typing import Any
 
 import apsw
 
+from mnemo_ops import database
 from mnemo_ops.checkpoints import catalog, sqlite_copy
-from mnemo_ops.checkpoints.files import (
-    copy_private_file, ensure_private_dir, fsync_path, fsync_tree, remove_tree, sha256_file,
-)
-from mnemo_ops.core import database
+from mnemo_ops.checkpoints.files import copy_private_file, fsync_tree, remove_tree
+from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.core.mnemosyne_api import mnemosyne_version
 from mnemo_ops.core.progress import ProgressReporter
-from mnemo_ops.core.results import isoformat, utc_now
+from mnemo_ops.database.mnemosyne_api import mnemosyne_version
+from mnemo_ops.private_files import ensure_private_dir, fsync_path, sha256_file
 from mnemo_ops.settings import Settings
 
 MANIFEST_FORMAT = 1
@@ -59,13 +58,21 @@ class CheckpointOutcome:
     stats: dict[str, Any]
 
 
-def _unique_name(settings: Settings, kind: str, job: str | None, moment: datetime | None) -> tuple[str, str]:
+def _unique_name(
+    settings: Settings, kind: str, job: str | None, moment: datetime | None
+) -> tuple[str, str]:
     moment = moment or utc_now()
     base = catalog.checkpoint_name(kind, job, moment)
     name, number = base, 1
     backups = settings.backups_dir
-    while any(path.exists() for path in (backups / name, backups / catalog.FAILED_DIR / name,
-                                          backups / f"{catalog.TEMP_PREFIX}{name}")):
+    while any(
+        path.exists()
+        for path in (
+            backups / name,
+            backups / catalog.FAILED_DIR / name,
+            backups / f"{catalog.TEMP_PREFIX}{name}",
+        )
+    ):
         number += 1
         name = f"{base}-{number}"
     return name, isoformat(moment)
@@ -76,8 +83,11 @@ def _memory_block_files(settings: Settings) -> list[Path]:
     folder = settings.memory_blocks_dir
     if not folder.is_dir() or folder.is_symlink():
         return []
-    return sorted(entry for entry in folder.iterdir()
-                  if entry.is_file() and not entry.is_symlink() and not entry.name.endswith(".lock"))
+    return sorted(
+        entry
+        for entry in folder.iterdir()
+        if entry.is_file() and not entry.is_symlink() and not entry.name.endswith(".lock")
+    )
 
 
 def _file_size(path: Path) -> int:
@@ -87,8 +97,12 @@ def _file_size(path: Path) -> int:
 def estimated_size(settings: Settings) -> int:
     """An upper bound of the checkpoint's size: the DB and its WAL, state.db, the memory blocks."""
     db = settings.db_path
-    return (_file_size(db) + _file_size(Path(f"{db}-wal")) + _file_size(settings.state_db_path)
-            + sum(_file_size(path) for path in _memory_block_files(settings)))
+    return (
+        _file_size(db)
+        + _file_size(Path(f"{db}-wal"))
+        + _file_size(settings.state_db_path)
+        + sum(_file_size(path) for path in _memory_block_files(settings))
+    )
 
 
 def check_free_space(settings: Settings) -> None:
@@ -101,14 +115,20 @@ def check_free_space(settings: Settings) -> None:
     if free < needed:
         raise CheckpointError(
             f"not enough free space in {settings.backups_dir}: {free:,} bytes free, about {needed:,} needed; "
-            "nothing was written and earlier checkpoints are intact", code="backup-disk-full")
+            "nothing was written and earlier checkpoints are intact",
+            code="backup-disk-full",
+        )
 
 
 def _describe_failure(error: BaseException, settings: Settings) -> str:
-    full = isinstance(error, apsw.FullError) or (isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT))
+    full = isinstance(error, apsw.FullError) or (
+        isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT)
+    )
     # SQLite reports a full disk in several ways (SQLITE_FULL, CANTOPEN when no file can be created,
     # IOERR on a short write): the filesystem itself says whether space ran out.
-    if full or (isinstance(error, apsw.Error) and sqlite_copy.filesystem_full(settings.backups_dir)):
+    if full or (
+        isinstance(error, apsw.Error) and sqlite_copy.filesystem_full(settings.backups_dir)
+    ):
         return f"no space left on device in {settings.backups_dir}"
     if isinstance(error, OSError):
         where = f" ({error.filename})" if error.filename else ""
@@ -116,7 +136,9 @@ def _describe_failure(error: BaseException, settings: Settings) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _copy_database(settings: Settings, target: Path, progress: ProgressReporter) -> sqlite_copy.SnapshotCopy:
+def _copy_database(
+    settings: Settings, target: Path, progress: ProgressReporter
+) -> sqlite_copy.SnapshotCopy:
     with progress.bar("copying mnemosyne.db (one snapshot)") as bar:
         seen = {"done": 0, "total": None}
 
@@ -136,7 +158,11 @@ def _copy_state(settings: Settings, folder: Path) -> dict[str, Any]:
         return {"present": False}
     target = folder / catalog.STATE_FILE
     copy = sqlite_copy.copy_in_one_snapshot(source, target, tables=STATE_TABLES, pages_per_step=-1)
-    return {"present": True, "row_counts": copy.row_counts, "integrity_check": sqlite_copy.integrity_check(target)}
+    return {
+        "present": True,
+        "row_counts": copy.row_counts,
+        "integrity_check": sqlite_copy.integrity_check(target),
+    }
 
 
 def _copy_memory_blocks(settings: Settings, folder: Path) -> dict[str, Any]:
@@ -144,23 +170,31 @@ def _copy_memory_blocks(settings: Settings, folder: Path) -> dict[str, Any]:
     target = ensure_private_dir(folder / catalog.MEMORY_BLOCKS)
     for path in files:
         copy_private_file(path, target / path.name)
-    return {"source": str(settings.memory_blocks_dir), "present": settings.memory_blocks_dir.is_dir(),
-            "files": [path.name for path in files]}
+    return {
+        "source": str(settings.memory_blocks_dir),
+        "present": settings.memory_blocks_dir.is_dir(),
+        "files": [path.name for path in files],
+    }
 
 
 def _hash_files(folder: Path, progress: ProgressReporter) -> dict[str, dict[str, Any]]:
-    paths = sorted(path for path in folder.rglob("*") if path.is_file() and path.name != catalog.MANIFEST)
+    paths = sorted(
+        path for path in folder.rglob("*") if path.is_file() and path.name != catalog.MANIFEST
+    )
     total = sum(path.stat().st_size for path in paths)
     files: dict[str, dict[str, Any]] = {}
     with progress.bar("hashing the checkpoint", total=total) as bar:
         for path in paths:
             files[path.relative_to(folder).as_posix()] = {
-                "sha256": sha256_file(path, on_bytes=bar.advance), "size": path.stat().st_size,
+                "sha256": sha256_file(path, on_bytes=bar.advance),
+                "size": path.stat().st_size,
             }
     return files
 
 
-def _verify_copy(copy_path: Path, snapshot: sqlite_copy.SnapshotCopy) -> tuple[str, dict, list[str]]:
+def _verify_copy(
+    copy_path: Path, snapshot: sqlite_copy.SnapshotCopy
+) -> tuple[str, dict, list[str]]:
     integrity = sqlite_copy.integrity_check(copy_path)
     problems = [] if integrity == "ok" else [f"integrity_check on the copy: {integrity}"]
     try:
@@ -169,13 +203,26 @@ def _verify_copy(copy_path: Path, snapshot: sqlite_copy.SnapshotCopy) -> tuple[s
         copy_counts = {}
         problems.append(f"cannot count rows in the copy: {error}")
     if copy_counts and copy_counts != snapshot.row_counts:
-        problems.append(f"row counts of the copy {copy_counts} differ from its snapshot {snapshot.row_counts}")
+        problems.append(
+            f"row counts of the copy {copy_counts} differ from its snapshot {snapshot.row_counts}"
+        )
     return integrity, copy_counts, problems
 
 
-def _manifest(settings: Settings, name: str, kind: str, job: str | None, created_at: str,
-              snapshot: sqlite_copy.SnapshotCopy, files: dict, state_info: dict, blocks_info: dict,
-              integrity: str, copy_counts: dict, problems: list[str]) -> dict[str, Any]:
+def _manifest(
+    settings: Settings,
+    name: str,
+    kind: str,
+    job: str | None,
+    created_at: str,
+    snapshot: sqlite_copy.SnapshotCopy,
+    files: dict,
+    state_info: dict,
+    blocks_info: dict,
+    integrity: str,
+    copy_counts: dict,
+    problems: list[str],
+) -> dict[str, Any]:
     """The manifest of docs/architecture.md ("Checkpoints"), plus what helps a person later."""
     return {
         "format": MANIFEST_FORMAT,
@@ -204,7 +251,10 @@ def _manifest(settings: Settings, name: str, kind: str, job: str | None, created
 
 
 def create_checkpoint(
-    settings: Settings, kind: str, job: str | None = None, progress: ProgressReporter | None = None,
+    settings: Settings,
+    kind: str,
+    job: str | None = None,
+    progress: ProgressReporter | None = None,
     moment: datetime | None = None,
 ) -> CheckpointOutcome:
     """Make one checkpoint of `kind` ("daily" or "pre-write"), stamped `moment` (default now).
@@ -215,7 +265,9 @@ def create_checkpoint(
     progress = progress or ProgressReporter(False)
     database.check_database_file(settings.db_path)
     backups = ensure_private_dir(settings.backups_dir)
-    for stale in catalog.stale_temporaries(settings):  # left by a killed run; the writer lock is ours now
+    for stale in catalog.stale_temporaries(
+        settings
+    ):  # left by a killed run; the writer lock is ours now
         remove_tree(stale)
     check_free_space(settings)
     name, created_at = _unique_name(settings, kind, job, moment)
@@ -229,7 +281,9 @@ def create_checkpoint(
         except (apsw.CorruptError, apsw.NotADBError) as error:
             raise CheckpointError(
                 f"the source database is corrupt ({error}); no checkpoint was made and earlier ones are intact",
-                code="source-db-corrupt", severity="critical") from None
+                code="source-db-corrupt",
+                severity="critical",
+            ) from None
         verify_started = time.perf_counter()
         integrity, copy_counts, problems = _verify_copy(db_copy, snapshot)
         verify_s = time.perf_counter() - verify_started
@@ -245,8 +299,20 @@ def create_checkpoint(
             source_corrupt = source_check != "ok"
             if source_corrupt:
                 problems.append(f"the source database fails quick_check: {source_check}")
-        manifest = _manifest(settings, name, kind, job, created_at, snapshot, files, state_info, blocks_info,
-                             integrity, copy_counts, problems)
+        manifest = _manifest(
+            settings,
+            name,
+            kind,
+            job,
+            created_at,
+            snapshot,
+            files,
+            state_info,
+            blocks_info,
+            integrity,
+            copy_counts,
+            problems,
+        )
         catalog.write_manifest(temporary, manifest)
         fsync_tree(temporary)
         if problems:
@@ -282,4 +348,6 @@ def create_checkpoint(
     }
     if state_info.get("present") and state_info.get("integrity_check") != "ok":
         stats["state_db_problem"] = state_info.get("integrity_check")
-    return CheckpointOutcome(name, destination, not problems, manifest, problems, source_corrupt, stats)
+    return CheckpointOutcome(
+        name, destination, not problems, manifest, problems, source_corrupt, stats
+    )

@@ -1,4 +1,4 @@
-"""Private files and folders for checkpoints: 0600 / 0700, fsync, streamed sha256, no symlinks.
+"""Checkpoint folders: new 0600 files, streamed copies, fsync of a whole tree, removal, sizes.
 
 Checkpoints hold the user's whole memory, so nothing in them may be readable by other users, and
 nothing we manage may lead us through a symlink to somewhere else.
@@ -6,33 +6,11 @@ nothing we manage may lead us through a symlink to somewhere else.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
-from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.core.private_files import fsync_path
-
-PRIVATE_FILE_MODE = 0o600
-PRIVATE_DIR_MODE = 0o700
-CHUNK_BYTES = 1 << 20
-"""Files are streamed in 1 MiB chunks: memory stays flat whatever the file size."""
-
-
-def refuse_symlink(path: Path) -> None:
-    """Raise MnemoOpsError when `path` is a symlink (we never follow one out of a managed folder)."""
-    if path.is_symlink():
-        raise MnemoOpsError(f"refusing to use {path}: it is a symlink")
-
-
-def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) if needed and make it 0700; refuse a symlink."""
-    refuse_symlink(path)
-    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
-    os.chmod(path, PRIVATE_DIR_MODE)
-    return path
+from mnemo_ops.private_files import CHUNK_BYTES, PRIVATE_FILE_MODE, fsync_path, refuse_symlink
 
 
 def create_private_file(path: Path) -> None:
@@ -48,20 +26,6 @@ def fsync_tree(root: Path) -> None:
         for name in files:
             fsync_path(Path(directory) / name)
         fsync_path(Path(directory))
-
-
-def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
-    """The sha256 of a file, read in 1 MiB chunks; `on_bytes(n)` after each chunk (progress)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while True:
-            block = handle.read(CHUNK_BYTES)
-            if not block:
-                break
-            digest.update(block)
-            if on_bytes is not None:
-                on_bytes(len(block))
-    return digest.hexdigest()
 
 
 def copy_private_file(source: Path, target: Path) -> int:

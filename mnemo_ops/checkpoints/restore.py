@@ -18,16 +18,21 @@ from typing import Any
 
 import apsw
 
+from mnemo_ops import database
 from mnemo_ops.checkpoints import catalog
-from mnemo_ops.checkpoints.files import (
-    PRIVATE_FILE_MODE, copy_private_file, ensure_private_dir, fsync_path, refuse_symlink, sha256_file,
-)
+from mnemo_ops.checkpoints.files import copy_private_file
 from mnemo_ops.checkpoints.verify import VerificationReport, verify_checkpoint
-from mnemo_ops.core import database
+from mnemo_ops.core.clock import utc_now
 from mnemo_ops.core.errors import LockHeldError, MnemoOpsError
 from mnemo_ops.core.lock import WriterLock, describe_holder, lock_path_for, probe_holder
 from mnemo_ops.core.progress import ProgressReporter
-from mnemo_ops.core.results import utc_now
+from mnemo_ops.private_files import (
+    PRIVATE_FILE_MODE,
+    ensure_private_dir,
+    fsync_path,
+    refuse_symlink,
+    sha256_file,
+)
 from mnemo_ops.settings import Settings
 
 SIDE_SUFFIXES = ("", "-wal", "-shm")
@@ -49,10 +54,15 @@ class RestoreOutcome:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``backup restore --json``."""
         return {
-            "name": self.name, "target": str(self.target), "dry_run": self.dry_run,
-            "restored": not self.dry_run, "verification": self.verification.to_dict(),
-            "moved_aside": self.moved_aside, "safety_dir": str(self.safety_dir) if self.safety_dir else None,
-            "row_counts": self.row_counts, "open_by": self.open_by,
+            "name": self.name,
+            "target": str(self.target),
+            "dry_run": self.dry_run,
+            "restored": not self.dry_run,
+            "verification": self.verification.to_dict(),
+            "moved_aside": self.moved_aside,
+            "safety_dir": str(self.safety_dir) if self.safety_dir else None,
+            "row_counts": self.row_counts,
+            "open_by": self.open_by,
         }
 
 
@@ -87,10 +97,14 @@ def _prepare_copy(info: catalog.CheckpointInfo, target: Path, mode: int) -> Path
     expected = (info.manifest or {}).get("files", {}).get(catalog.DATABASE_FILE, {}).get("sha256")
     if sha256_file(temporary) != expected:
         temporary.unlink()
-        raise MnemoOpsError(f"the copy of {source} does not match its manifest sha256; nothing was changed")
+        raise MnemoOpsError(
+            f"the copy of {source} does not match its manifest sha256; nothing was changed"
+        )
     connection = apsw.Connection(str(temporary))
     try:
-        connection.execute("PRAGMA journal_mode = WAL")  # Mnemosyne's mode; closing removes -wal/-shm
+        connection.execute(
+            "PRAGMA journal_mode = WAL"
+        )  # Mnemosyne's mode; closing removes -wal/-shm
     finally:
         connection.close()
     os.chmod(temporary, mode)
@@ -113,30 +127,47 @@ def restore_checkpoint(
     """
     info = catalog.find_checkpoint(settings, name)
     if info.failed:
-        raise MnemoOpsError(f"checkpoint {name} failed verification when it was made; refusing to restore it")
+        raise MnemoOpsError(
+            f"checkpoint {name} failed verification when it was made; refusing to restore it"
+        )
     report = verify_checkpoint(info, progress)
     if not report.ok:
-        raise MnemoOpsError(f"checkpoint {name} does not verify ({report.problems[0]}); nothing was changed")
+        raise MnemoOpsError(
+            f"checkpoint {name} does not verify ({report.problems[0]}); nothing was changed"
+        )
     target = Path(target or settings.db_path).absolute()
     refuse_symlink(target)
     if target.exists() and not target.is_file():
         raise MnemoOpsError(f"restore target is not a regular file: {target}")
-    present = [Path(f"{target}{suffix}") for suffix in SIDE_SUFFIXES if Path(f"{target}{suffix}").exists()]
+    present = [
+        Path(f"{target}{suffix}") for suffix in SIDE_SUFFIXES if Path(f"{target}{suffix}").exists()
+    ]
     open_by = processes_using(present)
     lock_path = lock_path_for(settings.state_dir, target)
     safety_dir = settings.state_dir / "restore-safety" / f"{catalog.stamp(utc_now())}-{name}"
-    outcome = RestoreOutcome(name, target, dry_run, report, [str(path) for path in present],
-                             safety_dir if present else None, dict((info.manifest or {}).get("row_counts") or {}),
-                             open_by)
+    outcome = RestoreOutcome(
+        name,
+        target,
+        dry_run,
+        report,
+        [str(path) for path in present],
+        safety_dir if present else None,
+        dict((info.manifest or {}).get("row_counts") or {}),
+        open_by,
+    )
     if dry_run:
         holder = probe_holder(lock_path)
         if holder:
-            raise LockHeldError(f"a restore would be refused now: the writer lock is held by {describe_holder(holder)}",
-                                holder)
+            raise LockHeldError(
+                f"a restore would be refused now: the writer lock is held by {describe_holder(holder)}",
+                holder,
+            )
         return outcome
     if open_by and not force:
         users = ", ".join(f"pid {item['pid']} ({item['command']})" for item in open_by)
-        raise MnemoOpsError(f"{target} is open by {users}: stop the agent first (or pass --force); nothing was changed")
+        raise MnemoOpsError(
+            f"{target} is open by {users}: stop the agent first (or pass --force); nothing was changed"
+        )
     lock = WriterLock(lock_path, "backup-restore")
     lock.acquire()  # LockHeldError (exit 75) while a job is writing
     try:
@@ -147,13 +178,19 @@ def restore_checkpoint(
             if present:
                 ensure_private_dir(safety_dir.parent)
                 ensure_private_dir(safety_dir)
-                for path in present:  # the DB first, then its -wal and -shm: all gone before the new file lands
+                for path in (
+                    present
+                ):  # the DB first, then its -wal and -shm: all gone before the new file lands
                     shutil.move(str(path), str(safety_dir / path.name))
                 fsync_path(safety_dir)
             for suffix in ("-wal", "-shm"):
-                if Path(f"{target}{suffix}").exists():  # re-created meanwhile: must not meet the new DB
+                if Path(
+                    f"{target}{suffix}"
+                ).exists():  # re-created meanwhile: must not meet the new DB
                     ensure_private_dir(safety_dir)
-                    shutil.move(f"{target}{suffix}", str(safety_dir / f"{target.name}{suffix}.late"))
+                    shutil.move(
+                        f"{target}{suffix}", str(safety_dir / f"{target.name}{suffix}.late")
+                    )
             os.rename(temporary, target)
             fsync_path(target.parent)
         except BaseException:
@@ -168,7 +205,9 @@ def restore_checkpoint(
         connection.close()
     expected = (info.manifest or {}).get("row_counts") or {}
     if counts != expected:
-        raise MnemoOpsError(f"restored {target}, but its row counts {counts} differ from the manifest {expected}; "
-                            f"the previous database is in {safety_dir}")
+        raise MnemoOpsError(
+            f"restored {target}, but its row counts {counts} differ from the manifest {expected}; "
+            f"the previous database is in {safety_dir}"
+        )
     outcome.row_counts = counts
     return outcome

@@ -24,8 +24,8 @@ from urllib.parse import quote
 
 import apsw
 
+from mnemo_ops import database
 from mnemo_ops.checkpoints.files import create_private_file
-from mnemo_ops.core import database
 
 PAGES_PER_STEP = 4096
 """16 MiB per step at the default 4 KiB page: few enough steps that their overhead is invisible."""
@@ -53,7 +53,9 @@ def filesystem_full(directory: Path, reserve_bytes: int = 1 << 20) -> bool:
         stats = os.statvfs(directory)
     except OSError:
         return False
-    return stats.f_bavail * stats.f_frsize < reserve_bytes or (stats.f_files > 0 and stats.f_favail == 0)
+    return stats.f_bavail * stats.f_frsize < reserve_bytes or (
+        stats.f_files > 0 and stats.f_favail == 0
+    )
 
 
 def open_readonly(path: Path, immutable: bool = False) -> apsw.Connection:
@@ -114,7 +116,9 @@ def copy_in_one_snapshot(
     finally:
         target.close()
         source.close()
-    return SnapshotCopy(counts, page_size, page_count, journal_mode, round(copy_s, 3), round(counts_s, 3))
+    return SnapshotCopy(
+        counts, page_size, page_count, journal_mode, round(copy_s, 3), round(counts_s, 3)
+    )
 
 
 def integrity_check(path: Path, immutable: bool = True) -> str:

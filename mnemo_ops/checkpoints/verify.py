@@ -10,8 +10,8 @@ import apsw
 
 from mnemo_ops.checkpoints import catalog, sqlite_copy
 from mnemo_ops.checkpoints.catalog import CheckpointInfo
-from mnemo_ops.checkpoints.files import sha256_file
 from mnemo_ops.core.progress import ProgressReporter
+from mnemo_ops.private_files import sha256_file
 
 
 @dataclasses.dataclass
@@ -28,9 +28,15 @@ class VerificationReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``backup verify --json``."""
-        return {"name": self.name, "path": str(self.path), "ok": self.ok, "problems": self.problems,
-                "integrity_check": self.integrity_check, "row_counts": self.row_counts,
-                "files_checked": self.files_checked}
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "ok": self.ok,
+            "problems": self.problems,
+            "integrity_check": self.integrity_check,
+            "row_counts": self.row_counts,
+            "files_checked": self.files_checked,
+        }
 
 
 def _inside(folder: Path, relative: str) -> Path | None:
@@ -41,13 +47,17 @@ def _inside(folder: Path, relative: str) -> Path | None:
     return folder.joinpath(*parts)
 
 
-def verify_checkpoint(info: CheckpointInfo, progress: ProgressReporter | None = None) -> VerificationReport:
+def verify_checkpoint(
+    info: CheckpointInfo, progress: ProgressReporter | None = None
+) -> VerificationReport:
     """Check `info` against its manifest without changing a byte (files are opened immutable)."""
     progress = progress or ProgressReporter(False)
     folder, manifest = info.path, info.manifest
     problems: list[str] = []
     if manifest is None:
-        return VerificationReport(info.name, folder, False, ["manifest.json is missing or unreadable"], None, {}, 0)
+        return VerificationReport(
+            info.name, folder, False, ["manifest.json is missing or unreadable"], None, {}, 0
+        )
     files = manifest.get("files") or {}
     if catalog.DATABASE_FILE not in files:
         problems.append("the manifest lists no mnemosyne.db")
@@ -64,7 +74,9 @@ def verify_checkpoint(info: CheckpointInfo, progress: ProgressReporter | None = 
                 continue
             size = path.stat().st_size
             if size != expected.get("size"):
-                problems.append(f"{relative}: size {size:,} bytes, manifest says {expected.get('size')}")
+                problems.append(
+                    f"{relative}: size {size:,} bytes, manifest says {expected.get('size')}"
+                )
                 continue
             if sha256_file(path, on_bytes=bar.advance) != expected.get("sha256"):
                 problems.append(f"{relative}: sha256 differs from the manifest")
@@ -80,7 +92,11 @@ def verify_checkpoint(info: CheckpointInfo, progress: ProgressReporter | None = 
         except apsw.Error as error:
             problems.append(f"cannot count rows: {error}")
         if counts and counts != manifest.get("row_counts"):
-            problems.append(f"row counts {counts} differ from the manifest {manifest.get('row_counts')}")
+            problems.append(
+                f"row counts {counts} differ from the manifest {manifest.get('row_counts')}"
+            )
     if info.failed:
-        problems.append("this checkpoint failed verification when it was made (it lives in failed/)")
+        problems.append(
+            "this checkpoint failed verification when it was made (it lives in failed/)"
+        )
     return VerificationReport(info.name, folder, not problems, problems, integrity, counts, checked)

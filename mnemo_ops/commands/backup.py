@@ -23,15 +23,21 @@ def _size(size: int) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add the ``backup`` command group."""
-    backup_app = typer.Typer(help="Checkpoints: list, verify, restore. Make one with: mnemo-ops run backup",
-                             no_args_is_help=True)
+    backup_app = typer.Typer(
+        help="Checkpoints: list, verify, restore. Make one with: mnemo-ops run backup",
+        no_args_is_help=True,
+    )
     app.add_typer(backup_app, name="backup")
 
-    @backup_app.command("list", help=(
-        "List checkpoints, oldest first: name, kind (daily or pre-write), created, size, verified. "
-        "Checkpoints that failed verification are listed as failed.\n\n"
-        "Exit codes: 0 ok, 2 usage or config problem.\n\n"
-        "Example: mnemo-ops --json backup list"))
+    @backup_app.command(
+        "list",
+        help=(
+            "List checkpoints, oldest first: name, kind (daily or pre-write), created, size, verified. "
+            "Checkpoints that failed verification are listed as failed.\n\n"
+            "Exit codes: 0 ok, 2 usage or config problem.\n\n"
+            "Example: mnemo-ops --json backup list"
+        ),
+    )
     @handle_errors
     def list_command() -> None:
         infos = catalog.list_checkpoints(CURRENT.settings)
@@ -39,32 +45,50 @@ def register(app: typer.Typer) -> None:
 
         def text(console) -> None:
             if not infos:
-                console.print(f"no checkpoints in {CURRENT.settings.backups_dir} (make one: mnemo-ops run backup)")
+                console.print(
+                    f"no checkpoints in {CURRENT.settings.backups_dir} (make one: mnemo-ops run backup)"
+                )
                 return
             width = max(len(info.name) for info in infos)
-            console.print(f"{'name':<{width}}  {'kind':<9}  {'created':<25}  {'size':>10}  verified",
-                          markup=False, soft_wrap=True)
+            console.print(
+                f"{'name':<{width}}  {'kind':<9}  {'created':<25}  {'size':>10}  verified",
+                markup=False,
+                soft_wrap=True,
+            )
             for info in infos:
                 mark = "FAILED" if info.failed else ("yes" if info.verified else "no")
-                console.print(f"{info.name:<{width}}  {info.kind:<9}  {info.created_at or '-':<25}  "
-                              f"{_size(info.size_bytes):>10}  {mark}", markup=False, soft_wrap=True)
+                console.print(
+                    f"{info.name:<{width}}  {info.kind:<9}  {info.created_at or '-':<25}  "
+                    f"{_size(info.size_bytes):>10}  {mark}",
+                    markup=False,
+                    soft_wrap=True,
+                )
 
         emit(data, text)
 
-    @backup_app.command("verify", help=(
-        "Verify a checkpoint again: every file's size and sha256, integrity_check of its mnemosyne.db, "
-        "row counts against the manifest. Read-only.\n\n"
-        "Exit codes: 0 verified, 1 verification failed, 2 no such checkpoint.\n\n"
-        "Example: mnemo-ops backup verify daily-20261130T020000Z"))
+    @backup_app.command(
+        "verify",
+        help=(
+            "Verify a checkpoint again: every file's size and sha256, integrity_check of its mnemosyne.db, "
+            "row counts against the manifest. Read-only.\n\n"
+            "Exit codes: 0 verified, 1 verification failed, 2 no such checkpoint.\n\n"
+            "Example: mnemo-ops backup verify daily-20261130T020000Z"
+        ),
+    )
     @handle_errors
-    def verify_command(name: str = typer.Argument(..., help="The checkpoint (see: mnemo-ops backup list).")) -> None:
+    def verify_command(
+        name: str = typer.Argument(..., help="The checkpoint (see: mnemo-ops backup list)."),
+    ) -> None:
         info = catalog.find_checkpoint(CURRENT.settings, name)
         report = verify_checkpoint(info, ProgressReporter(CURRENT.show_progress))
 
         def text(console) -> None:
             if report.ok:
-                console.print(f"[green]ok[/] {name}: {report.files_checked} files match their sha256, "
-                              "integrity_check ok, row counts match", soft_wrap=True)
+                console.print(
+                    f"[green]ok[/] {name}: {report.files_checked} files match their sha256, "
+                    "integrity_check ok, row counts match",
+                    soft_wrap=True,
+                )
             else:
                 console.print(f"[bold red]failed[/] {name}")
                 for problem in report.problems:
@@ -74,35 +98,60 @@ def register(app: typer.Typer) -> None:
         if not report.ok:
             raise typer.Exit(1)
 
-    @backup_app.command("restore", help=(
-        "Restore a checkpoint's mnemosyne.db. Verifies it first; refuses while another mnemo-ops writer "
-        "holds the lock (exit 75) or another process has the database open (stop the agent first); moves "
-        "the current DB and its -wal/-shm into <state_dir>/restore-safety/; then renames the restored "
-        "file into place atomically and checks its row counts against the manifest.\n\n"
-        "Exit codes: 0 restored (or, with --dry-run, would restore), 1 refused or failed, "
-        "2 no such checkpoint, 75 the writer lock is held.\n\n"
-        "Example: mnemo-ops backup restore daily-20261130T020000Z --dry-run"))
+    @backup_app.command(
+        "restore",
+        help=(
+            "Restore a checkpoint's mnemosyne.db. Verifies it first; refuses while another mnemo-ops writer "
+            "holds the lock (exit 75) or another process has the database open (stop the agent first); moves "
+            "the current DB and its -wal/-shm into <state_dir>/restore-safety/; then renames the restored "
+            "file into place atomically and checks its row counts against the manifest.\n\n"
+            "Exit codes: 0 restored (or, with --dry-run, would restore), 1 refused or failed, "
+            "2 no such checkpoint, 75 the writer lock is held.\n\n"
+            "Example: mnemo-ops backup restore daily-20261130T020000Z --dry-run"
+        ),
+    )
     @handle_errors
     def restore_command(
         name: str = typer.Argument(..., help="The checkpoint (see: mnemo-ops backup list)."),
-        to: Path = typer.Option(None, "--to", help="Restore to this path instead of the live database.",
-                                metavar="PATH"),
-        dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Verify and show what would happen; change nothing."),
-        force: bool = typer.Option(False, "--force", help="Restore even while another process has the DB open."),
+        to: Path = typer.Option(
+            None, "--to", help="Restore to this path instead of the live database.", metavar="PATH"
+        ),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", "-n", help="Verify and show what would happen; change nothing."
+        ),
+        force: bool = typer.Option(
+            False, "--force", help="Restore even while another process has the DB open."
+        ),
     ) -> None:
-        outcome = restore_checkpoint(CURRENT.settings, name, target=to, dry_run=dry_run, force=force,
-                                     progress=ProgressReporter(CURRENT.show_progress))
+        outcome = restore_checkpoint(
+            CURRENT.settings,
+            name,
+            target=to,
+            dry_run=dry_run,
+            force=force,
+            progress=ProgressReporter(CURRENT.show_progress),
+        )
 
         def text(console) -> None:
             verb = "would restore" if dry_run else "restored"
             console.print(f"[green]{verb}[/] {name} -> {outcome.target}", soft_wrap=True)
             if outcome.moved_aside:
                 move = "would move" if dry_run else "moved"
-                console.print(f"  {move} aside into {outcome.safety_dir}: "
-                              + ", ".join(Path(path).name for path in outcome.moved_aside), markup=False, soft_wrap=True)
-            counts = ", ".join(f"{table} {count:,}" for table, count in outcome.row_counts.items() if count is not None)
+                console.print(
+                    f"  {move} aside into {outcome.safety_dir}: "
+                    + ", ".join(Path(path).name for path in outcome.moved_aside),
+                    markup=False,
+                    soft_wrap=True,
+                )
+            counts = ", ".join(
+                f"{table} {count:,}"
+                for table, count in outcome.row_counts.items()
+                if count is not None
+            )
             console.print(f"  row counts: {counts}", markup=False, soft_wrap=True)
             for user in outcome.open_by:
-                console.print(f"  [yellow]warning[/] open by pid {user['pid']} ({user['command']}): stop it first")
+                console.print(
+                    f"  [yellow]warning[/] open by pid {user['pid']} ({user['command']}): stop it first"
+                )
 
         emit(outcome.to_dict(), text)

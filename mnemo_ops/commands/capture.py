@@ -13,20 +13,31 @@ from typing import Any
 
 import typer
 
+from mnemo_ops.bridge.drain import Limits
 from mnemo_ops.bridge.items import VERACITIES, Item, parse_file
 from mnemo_ops.bridge.spool import Spool
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.errors import UsageError
-from mnemo_ops.core.results import isoformat, utc_now
-from mnemo_ops.jobs.bridge_drain import Limits
 
 
-def build_item(text: str, source: str | None, importance: float | None, veracity: str | None,
-               session: str | None, key: str | None) -> dict[str, Any]:
+def build_item(
+    text: str,
+    source: str | None,
+    importance: float | None,
+    veracity: str | None,
+    session: str | None,
+    key: str | None,
+) -> dict[str, Any]:
     """The item object for one capture (only the fields given, plus the capture time)."""
     item: dict[str, Any] = {"content": text, "created_at": isoformat(utc_now())}
-    for field, value in (("source", source), ("importance", importance), ("veracity", veracity),
-                         ("session_id", session), ("idempotency_key", key)):
+    for field, value in (
+        ("source", source),
+        ("importance", importance),
+        ("veracity", veracity),
+        ("session_id", session),
+        ("idempotency_key", key),
+    ):
         if value is not None:
             item[field] = value
     return item
@@ -41,12 +52,16 @@ def capture(settings, item: dict[str, Any]) -> tuple[str, Item]:
     limits = Limits.from_settings(settings)
     spool = Spool(settings.queue_dir)
     name = spool.unique_name(".json")
-    parsed = parse_file(name, data, limits.max_item_bytes, limits.max_file_bytes, limits.default_session)
+    parsed = parse_file(
+        name, data, limits.max_item_bytes, limits.max_file_bytes, limits.default_session
+    )
     if parsed.rejected:
         raise UsageError(f"not captured: {'; '.join(parsed.rejected[0].reasons)}")
     path = spool.deliver(data, ".json")
     # The key was derived from the name the parser saw; derive it again from the delivered name.
-    delivered = parse_file(path.name, data, limits.max_item_bytes, limits.max_file_bytes, limits.default_session)
+    delivered = parse_file(
+        path.name, data, limits.max_item_bytes, limits.max_file_bytes, limits.default_session
+    )
     return str(path), delivered.items[0]
 
 
@@ -66,15 +81,27 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def capture_command(
-        text: str = typer.Argument(..., help="The memory's text, or '-' to read it from stdin.", metavar="TEXT"),
-        source: str = typer.Option(None, "--source", help="Where it came from (default: bridge).", metavar="S"),
-        importance: float = typer.Option(None, "--importance", help="0 to 1 (default: 0.5).", metavar="F"),
-        veracity: str = typer.Option(None, "--veracity", help=f"One of {', '.join(VERACITIES)} (default: unknown).",
-                                     metavar="V"),
-        session: str = typer.Option(None, "--session", help="Mnemosyne session id (default: bridge).",
-                                    metavar="ID"),
-        key: str = typer.Option(None, "--key", help="Idempotency key (default: derived from the file).",
-                                metavar="KEY"),
+        text: str = typer.Argument(
+            ..., help="The memory's text, or '-' to read it from stdin.", metavar="TEXT"
+        ),
+        source: str = typer.Option(
+            None, "--source", help="Where it came from (default: bridge).", metavar="S"
+        ),
+        importance: float = typer.Option(
+            None, "--importance", help="0 to 1 (default: 0.5).", metavar="F"
+        ),
+        veracity: str = typer.Option(
+            None,
+            "--veracity",
+            help=f"One of {', '.join(VERACITIES)} (default: unknown).",
+            metavar="V",
+        ),
+        session: str = typer.Option(
+            None, "--session", help="Mnemosyne session id (default: bridge).", metavar="ID"
+        ),
+        key: str = typer.Option(
+            None, "--key", help="Idempotency key (default: derived from the file).", metavar="KEY"
+        ),
     ) -> None:
         if text == "-":
             try:
@@ -82,7 +109,13 @@ def register(app: typer.Typer) -> None:
             except UnicodeDecodeError:
                 raise UsageError("not captured: stdin is not UTF-8") from None
             text = text.rstrip("\n")
-        path, item = capture(CURRENT.settings, build_item(text, source, importance, veracity, session, key))
-        data = {"queued": path, "idempotency_key": item.idempotency_key, "session_id": item.session_id,
-                "bytes": len(item.content.encode("utf-8"))}
+        path, item = capture(
+            CURRENT.settings, build_item(text, source, importance, veracity, session, key)
+        )
+        data = {
+            "queued": path,
+            "idempotency_key": item.idempotency_key,
+            "session_id": item.session_id,
+            "bytes": len(item.content.encode("utf-8")),
+        }
         emit(data, lambda console: console.print(f"queued {path}", markup=False, soft_wrap=True))

@@ -12,8 +12,8 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from mnemo_ops.commands.render import print_json
 from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.render import print_json
 from mnemo_ops.settings import Settings, load_settings
 
 
@@ -66,7 +66,9 @@ def state(ctx: typer.Context | None = None) -> AppState:
 def configure_logging(verbosity: int) -> None:
     """Warnings to stderr; -v adds info, -vv debug (with tracebacks of unexpected errors)."""
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(level=level, stream=sys.stderr, format="mnemo-ops: %(levelname)s: %(message)s")
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="mnemo-ops: %(levelname)s: %(message)s"
+    )
 
 
 def emit(data: dict[str, Any], text: Callable[[Console], None]) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 import typer
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core import crontab
-from mnemo_ops.core.manifests import JOB_NAMES, effective_manifests
+from mnemo_ops.core.manifests import effective_manifests
+from mnemo_ops.scheduling import crontab
+from mnemo_ops.settings import JOB_NAMES
 
 
 def _rendered(command: str, with_paths: bool) -> str:
@@ -20,8 +21,10 @@ def _rendered(command: str, with_paths: bool) -> str:
         global_args = ["--db", str(settings.db_path), "--state-dir", str(settings.state_dir)]
         if settings.config_file:
             global_args += ["--config", str(settings.config_file)]
-    disabled = {name for name in JOB_NAMES if not settings.job_option(name, "enabled", True)}
-    return crontab.render(effective_manifests(settings), command=command, global_args=global_args, disabled=disabled)
+    disabled = {name for name in JOB_NAMES if not settings.job_option(name, "enabled")}
+    return crontab.render(
+        effective_manifests(settings), command=command, global_args=global_args, disabled=disabled
+    )
 
 
 def _installed_command() -> str:
@@ -34,12 +37,17 @@ def _installed_command() -> str:
 
 def register(app: typer.Typer) -> None:
     """Add the ``cron`` command group."""
-    cron_app = typer.Typer(help="The crontab rendered from jobs/*.yaml: render, install, uninstall.",
-                           no_args_is_help=True)
+    cron_app = typer.Typer(
+        help="The crontab rendered from jobs/*.yaml: render, install, uninstall.",
+        no_args_is_help=True,
+    )
     app.add_typer(cron_app, name="cron")
 
-    @cron_app.command("render", help="Print the crontab (crontab.example is exactly this output).\n\n"
-                                     "Example: mnemo-ops cron render > my-crontab")
+    @cron_app.command(
+        "render",
+        help="Print the crontab (crontab.example is exactly this output).\n\n"
+        "Example: mnemo-ops cron render > my-crontab",
+    )
     @handle_errors
     def render_command(
         command: str = typer.Option("mnemo-ops", "--command", help="The program cron should call."),
@@ -64,20 +72,32 @@ def register(app: typer.Typer) -> None:
 
         emit({"changed": bool(change), "dry_run": dry_run, "diff": change}, text)
 
-    @cron_app.command("install", help="Add or update the mnemo-ops block in your crontab (idempotent).\n\n"
-                                      "Example: mnemo-ops cron install --dry-run")
+    @cron_app.command(
+        "install",
+        help="Add or update the mnemo-ops block in your crontab (idempotent).\n\n"
+        "Example: mnemo-ops cron install --dry-run",
+    )
     @handle_errors
     def install_command(
-        dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Show the diff; change nothing."),
-        command: str = typer.Option(None, "--command", help="The program cron should call (default: this one)."),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", "-n", help="Show the diff; change nothing."
+        ),
+        command: str = typer.Option(
+            None, "--command", help="The program cron should call (default: this one)."
+        ),
     ) -> None:
         rendered = _rendered(command or _installed_command(), with_paths=True)
         _apply(lambda current: crontab.with_block(current, rendered), dry_run, "install")
 
-    @cron_app.command("uninstall", help="Remove the mnemo-ops block from your crontab; other lines stay.\n\n"
-                                        "Example: mnemo-ops cron uninstall")
+    @cron_app.command(
+        "uninstall",
+        help="Remove the mnemo-ops block from your crontab; other lines stay.\n\n"
+        "Example: mnemo-ops cron uninstall",
+    )
     @handle_errors
     def uninstall_command(
-        dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Show the diff; change nothing."),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", "-n", help="Show the diff; change nothing."
+        ),
     ) -> None:
         _apply(crontab.strip_block, dry_run, "uninstall")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import tempfile
@@ -11,18 +10,28 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from mnemo_ops import database
+from mnemo_ops.canonical import trigger
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.exit_codes import FAILED, OK
-from mnemo_ops.core.runner import run_job
-from mnemo_ops.jobs import implemented_jobs
+from mnemo_ops.jobs import implemented_jobs, run_job
 from mnemo_ops.resources import resource_dir
-from mnemo_ops.sample_database import SampleLayout, build_sample
+from mnemo_ops.samples.sample_database import SampleLayout, build_sample
+from mnemo_ops.selfcare import report
 from mnemo_ops.settings import load_settings
 
 DEMO_ORDER = (
-    "bridge-drain", "memory-maintain", "evening-batch", "retrieval-eval", "memory-block-migrate",
-    "self-reflection", "monthly-maintenance", "backup", "retrieval-eval", "nightly-selfcare",
+    "bridge-drain",
+    "memory-maintain",
+    "evening-batch",
+    "retrieval-eval",
+    "memory-block-migrate",
+    "self-reflection",
+    "monthly-maintenance",
+    "backup",
+    "retrieval-eval",
+    "nightly-selfcare",
 )
 """Demo order: ingest, maintain and consolidate; set up the eval gate (suite + baseline) and run the
 remaining jobs; back up, evaluate against the baseline, and write the morning report."""
@@ -57,13 +66,9 @@ def run_demo(directory: Path | None) -> tuple[SampleLayout, list]:
 
 def _install_trigger(settings) -> None:
     """What a user does on day one: ``mnemo-ops trigger install`` (stated user facts become canonical)."""
-    if importlib.util.find_spec("mnemo_ops.core.canonical_trigger") is None:
-        return
-    from mnemo_ops.core import canonical_trigger, database
-
     connection = database.open_memory_db(settings.db_path)
     try:
-        canonical_trigger.install(connection, settings.owner)
+        trigger.install(connection, settings.owner)
     finally:
         connection.close()
 
@@ -78,47 +83,71 @@ def _set_up_eval_gate(settings):
     eval_dir = settings.state_dir / "eval"
     eval_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     shutil.copyfile(resource_dir("fixtures") / "eval" / "sample.jsonl", eval_dir / "suite.jsonl")
-    return run_job(settings, "retrieval-eval", options={"write_baseline": str(eval_dir / "baseline.json")},
-                   show_progress=CURRENT.show_progress)
+    return run_job(
+        settings,
+        "retrieval-eval",
+        options={"write_baseline": str(eval_dir / "baseline.json")},
+        show_progress=CURRENT.show_progress,
+    )
 
 
-def _report_text(layout: SampleLayout) -> str | None:
-    """The morning report, when the report module is available."""
-    if importlib.util.find_spec("mnemo_ops.report") is None:
-        return None
-    from mnemo_ops import report
-
-    settings = load_settings(db=layout.db_path, state_dir=layout.state_dir, environ=layout.environ())
+def _report_text(layout: SampleLayout) -> str:
+    """The morning report."""
+    settings = load_settings(
+        db=layout.db_path, state_dir=layout.state_dir, environ=layout.environ()
+    )
     return report.render(report.build_report(settings), "text")
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``demo`` command."""
 
-    @app.command("demo", help="Build a sample Mnemosyne home in a temporary folder (or --dir), run every "
-                              "implemented job once and print the report.\n\nExample: mnemo-ops demo")
+    @app.command(
+        "demo",
+        help="Build a sample Mnemosyne home in a temporary folder (or --dir), run every "
+        "implemented job once and print the report.\n\nExample: mnemo-ops demo",
+    )
     @handle_errors
     def demo_command(
-        directory: Path = typer.Option(None, "--dir", help="Build the sample here instead of a temp folder.",
-                                       metavar="DIR"),
+        directory: Path = typer.Option(
+            None, "--dir", help="Build the sample here instead of a temp folder.", metavar="DIR"
+        ),
     ) -> None:
         layout, results = run_demo(directory)
         report_text = _report_text(layout)
         code = OK if all(result.status in ("ok", "dry-run") for result in results) else FAILED
 
         def text(console) -> None:
-            console.print(f"[bold]Sample home[/] {layout.directory} (built with mnemosyne-memory's own API)")
+            console.print(
+                f"[bold]Sample home[/] {layout.directory} (built with mnemosyne-memory's own API)"
+            )
             table = Table(title="demo runs")
             for column in ("job", "status", "changes", "warnings", "error"):
                 table.add_column(column)
             for result in results:
                 changes = ", ".join(f"{k}={v}" for k, v in result.changes.items()) or "-"
-                table.add_row(result.job, result.status, changes, str(len(result.warnings)), result.error or "")
+                table.add_row(
+                    result.job,
+                    result.status,
+                    changes,
+                    str(len(result.warnings)),
+                    result.error or "",
+                )
             console.print(table)
             if report_text:
                 console.print(report_text, markup=False, highlight=False)
-            console.print(f"Look around: mnemo-ops --db {layout.db_path} --state-dir {layout.state_dir} status")
+            console.print(
+                f"Look around: mnemo-ops --db {layout.db_path} --state-dir {layout.state_dir} status"
+            )
 
-        emit({"directory": str(layout.directory), "db": str(layout.db_path), "state_dir": str(layout.state_dir),
-              "runs": [result.to_dict() for result in results], "report": report_text}, text)
+        emit(
+            {
+                "directory": str(layout.directory),
+                "db": str(layout.db_path),
+                "state_dir": str(layout.state_dir),
+                "runs": [result.to_dict() for result in results],
+                "report": report_text,
+            },
+            text,
+        )
         raise typer.Exit(code)

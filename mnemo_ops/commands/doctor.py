@@ -10,18 +10,30 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from mnemo_ops import database
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core import database
 from mnemo_ops.core.errors import ConfigError, DatabaseError
 from mnemo_ops.core.exit_codes import OK, USAGE
 from mnemo_ops.core.manifests import load_manifests
-from mnemo_ops.core.mnemosyne_api import mnemosyne_version
+from mnemo_ops.database.mnemosyne_api import mnemosyne_version
 from mnemo_ops.jobs import implemented_jobs
 
 SUPPORTED_MNEMOSYNE = "3.15"
 REQUIRED_WORKING_COLUMNS = (
-    "id", "content", "source", "timestamp", "session_id", "importance", "metadata_json", "veracity",
-    "memory_type", "consolidated_at", "consolidation_claimed_at", "recall_count", "pinned", "valid_until",
+    "id",
+    "content",
+    "source",
+    "timestamp",
+    "session_id",
+    "importance",
+    "metadata_json",
+    "veracity",
+    "memory_type",
+    "consolidated_at",
+    "consolidation_claimed_at",
+    "recall_count",
+    "pinned",
+    "valid_until",
     "superseded_by",
 )
 EXPECTED_TABLES = ("canonical_facts", "graph_edges", "triples", "fts_episodes")
@@ -40,19 +52,43 @@ def _database_checks(settings) -> list[dict[str, str]]:
     try:
         checks.append(_check("database", "ok", str(settings.db_path)))
         mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
-        checks.append(_check("journal_mode", "ok" if mode == "wal" else "warning",
-                             mode if mode == "wal" else f"{mode} (Mnemosyne uses WAL)"))
+        checks.append(
+            _check(
+                "journal_mode",
+                "ok" if mode == "wal" else "warning",
+                mode if mode == "wal" else f"{mode} (Mnemosyne uses WAL)",
+            )
+        )
         columns = set(database.column_names(connection, "working_memory"))
         missing = [c for c in REQUIRED_WORKING_COLUMNS if c not in columns]
-        checks.append(_check("working_memory columns", "error" if missing else "ok",
-                             f"missing: {', '.join(missing)}" if missing else f"{len(columns)} columns"))
+        checks.append(
+            _check(
+                "working_memory columns",
+                "error" if missing else "ok",
+                f"missing: {', '.join(missing)}" if missing else f"{len(columns)} columns",
+            )
+        )
         tables = database.table_names(connection)
         absent = [t for t in EXPECTED_TABLES if t not in tables]
-        checks.append(_check("tables", "warning" if absent else "ok",
-                             f"not created yet: {', '.join(absent)}" if absent else "all expected tables present"))
+        checks.append(
+            _check(
+                "tables",
+                "warning" if absent else "ok",
+                f"not created yet: {', '.join(absent)}"
+                if absent
+                else "all expected tables present",
+            )
+        )
         vector_tables = sorted(t for t in tables if t.startswith("vec_"))
-        checks.append(_check("vectors", "ok" if vector_tables else "info",
-                             ", ".join(vector_tables) if vector_tables else "no sqlite-vec tables (FTS5 recall only)"))
+        checks.append(
+            _check(
+                "vectors",
+                "ok" if vector_tables else "info",
+                ", ".join(vector_tables)
+                if vector_tables
+                else "no sqlite-vec tables (FTS5 recall only)",
+            )
+        )
     finally:
         connection.close()
     return checks
@@ -65,11 +101,22 @@ def collect_doctor(state) -> tuple[list[dict[str, str]], int]:
         settings = state.settings
     except ConfigError as error:
         return [_check("config", "error", error.message)], USAGE
-    checks.append(_check("config", "ok", str(settings.config_file) if settings.config_file else "no config file (defaults)"))
+    checks.append(
+        _check(
+            "config",
+            "ok",
+            str(settings.config_file) if settings.config_file else "no config file (defaults)",
+        )
+    )
     try:
         manifests = load_manifests()
-        checks.append(_check("job manifests", "ok", f"{len(manifests)} jobs; implemented: "
-                             f"{', '.join(implemented_jobs()) or 'none'}"))
+        checks.append(
+            _check(
+                "job manifests",
+                "ok",
+                f"{len(manifests)} jobs; implemented: {', '.join(implemented_jobs()) or 'none'}",
+            )
+        )
     except ConfigError as error:
         checks.append(_check("job manifests", "error", error.message))
     version = mnemosyne_version()
@@ -77,32 +124,66 @@ def collect_doctor(state) -> tuple[list[dict[str, str]], int]:
         checks.append(_check("mnemosyne-memory", "error", "not installed"))
     else:
         compatible = version.startswith(SUPPORTED_MNEMOSYNE + ".") or version == SUPPORTED_MNEMOSYNE
-        checks.append(_check("mnemosyne-memory", "ok" if compatible else "warning",
-                             version if compatible else f"{version} (tested with {SUPPORTED_MNEMOSYNE}.x)"))
+        checks.append(
+            _check(
+                "mnemosyne-memory",
+                "ok" if compatible else "warning",
+                version if compatible else f"{version} (tested with {SUPPORTED_MNEMOSYNE}.x)",
+            )
+        )
     python_sqlite = sqlite3.sqlite_version
-    checks.append(_check("sqlite (agent side)", "ok" if tuple(map(int, python_sqlite.split("."))) >= (3, 37, 0)
-                         else "error", f"Python sqlite3 {python_sqlite}; apsw {database.sqlite_version()}"))
+    checks.append(
+        _check(
+            "sqlite (agent side)",
+            "ok" if tuple(map(int, python_sqlite.split("."))) >= (3, 37, 0) else "error",
+            f"Python sqlite3 {python_sqlite}; apsw {database.sqlite_version()}",
+        )
+    )
     checks.extend(_database_checks(settings))
     state_dir = settings.state_dir
     if state_dir.exists():
         writable = os.access(state_dir, os.W_OK)
-        checks.append(_check("state dir", "ok" if writable else "error",
-                             f"{state_dir}{'' if writable else ' is not writable'}"))
+        checks.append(
+            _check(
+                "state dir",
+                "ok" if writable else "error",
+                f"{state_dir}{'' if writable else ' is not writable'}",
+            )
+        )
     else:
         checks.append(_check("state dir", "info", f"{state_dir} (created by the first job run)"))
-    for module, purpose in (("sqlite_vec", "vector recall"), ("llm", "model-backed summaries (extra 'llm')")):
+    for module, purpose in (
+        ("sqlite_vec", "vector recall"),
+        ("llm", "model-backed summaries (extra 'llm')"),
+    ):
         present = importlib.util.find_spec(module) is not None
-        checks.append(_check(module, "ok" if present else "info", "installed" if present else f"optional, for {purpose}"))
-    code = USAGE if any(c["status"] == "error" and c["check"] in ("config", "database", "working_memory columns")
-                        for c in checks) else OK
+        checks.append(
+            _check(
+                module,
+                "ok" if present else "info",
+                "installed" if present else f"optional, for {purpose}",
+            )
+        )
+    code = (
+        USAGE
+        if any(
+            c["status"] == "error"
+            and c["check"] in ("config", "database", "working_memory columns")
+            for c in checks
+        )
+        else OK
+    )
     return checks, code
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``doctor`` command."""
 
-    @app.command("doctor", help="Check config, database schema compatibility, versions and what is missing.\n\n"
-                                "Example: mnemo-ops doctor")
+    @app.command(
+        "doctor",
+        help="Check config, database schema compatibility, versions and what is missing.\n\n"
+        "Example: mnemo-ops doctor",
+    )
     @handle_errors
     def doctor_command() -> None:
         checks, code = collect_doctor(CURRENT)
@@ -113,8 +194,11 @@ def register(app: typer.Typer) -> None:
                 table.add_column(column)
             styles = {"ok": "green", "info": "dim", "warning": "yellow", "error": "bold red"}
             for check in checks:
-                table.add_row(check["check"], f"[{styles.get(check['status'], 'white')}]{check['status']}[/]",
-                              check["detail"])
+                table.add_row(
+                    check["check"],
+                    f"[{styles.get(check['status'], 'white')}]{check['status']}[/]",
+                    check["detail"],
+                )
             console.print(table)
 
         emit({"checks": checks, "ok": code == OK}, text)

@@ -14,20 +14,24 @@ from rich.console import Console
 from rich.table import Table
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core.runner import run_job
+from mnemo_ops.commands.render import render_result
 from mnemo_ops.core.results import JobResult
-from mnemo_ops.render import render_result
+from mnemo_ops.jobs import run_job
 
-EXIT_CODES = ("Exit codes: 0 no regression, 1 recall regressed below the baseline (or the eval failed), "
-              "2 usage/config problem (including a suite that no longer matches the baseline's sha256).")
+EXIT_CODES = (
+    "Exit codes: 0 no regression, 1 recall regressed below the baseline (or the eval failed), "
+    "2 usage/config problem (including a suite that no longer matches the baseline's sha256)."
+)
 
 
 def render_evaluation(console: Console, result: JobResult) -> None:
     """Metrics overall and per category, then the generic result (warnings name regressed cases)."""
     stats = result.stats
     if stats.get("metrics"):
-        console.print(f"suite {stats['suite']}  ({stats['cases']} cases, {stats['passed']} found)  "
-                      f"engine {stats['engine']['name']} ({stats['engine']['version']})  k={stats['k']}")
+        console.print(
+            f"suite {stats['suite']}  ({stats['cases']} cases, {stats['passed']} found)  "
+            f"engine {stats['engine']['name']} ({stats['engine']['version']})  k={stats['k']}"
+        )
         changes = stats.get("changes_vs_baseline") or {}
         table = Table(box=None, padding=(0, 2))
         table.add_column("metric")
@@ -39,7 +43,9 @@ def render_evaluation(console: Console, result: JobResult) -> None:
             row = [name, f"{value:.3f}"]
             if changes:
                 change = changes.get(name)
-                row += [f"{change['baseline']:.3f}", f"{change['delta']:+.3f}"] if change else ["", ""]
+                row += (
+                    [f"{change['baseline']:.3f}", f"{change['delta']:+.3f}"] if change else ["", ""]
+                )
             table.add_row(*row)
         console.print(table)
         if len(stats.get("per_category") or {}) > 1:
@@ -48,7 +54,9 @@ def render_evaluation(console: Console, result: JobResult) -> None:
             for column in ["category", "cases", *names]:
                 categories.add_column(column, justify="left" if column == "category" else "right")
             for category, values in stats["per_category"].items():
-                categories.add_row(category, str(values["cases"]), *(f"{values[name]:.3f}" for name in names))
+                categories.add_row(
+                    category, str(values["cases"]), *(f"{values[name]:.3f}" for name in names)
+                )
             console.print(categories)
     render_result(console, result, verbose=CURRENT.verbosity > 0)
 
@@ -57,104 +65,197 @@ def _finish(result: JobResult) -> None:
     emit(result.to_dict(), lambda console: render_evaluation(console, result))
     if result.error and result.status == "failed":
         # One unwrapped line on stderr, so CI logs show why the gate closed whatever the terminal width.
-        CURRENT.err_console.print(f"mnemo-ops: eval failed: {result.error}", markup=False, soft_wrap=True)
+        CURRENT.err_console.print(
+            f"mnemo-ops: eval failed: {result.error}", markup=False, soft_wrap=True
+        )
     raise typer.Exit(result.exit_code)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command group."""
-    group = typer.Typer(help="Retrieval eval: run a suite against recall, write baselines, import benchmarks.\n\n"
-                             "Example: mnemo-ops eval run --suite fixtures/eval/sample.jsonl --baseline baseline.json",
-                        no_args_is_help=True)
-    imports = typer.Typer(help="Build a Mnemosyne database and a suite from a long-term-memory benchmark.\n\n"
-                               "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl",
-                          no_args_is_help=True)
+    group = typer.Typer(
+        help="Retrieval eval: run a suite against recall, write baselines, import benchmarks.\n\n"
+        "Example: mnemo-ops eval run --suite fixtures/eval/sample.jsonl --baseline baseline.json",
+        no_args_is_help=True,
+    )
+    imports = typer.Typer(
+        help="Build a Mnemosyne database and a suite from a long-term-memory benchmark.\n\n"
+        "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl",
+        no_args_is_help=True,
+    )
     group.add_typer(imports, name="import")
     app.add_typer(group, name="eval")
 
-    suite_option = typer.Option(None, "--suite", "-s", help="Suite file (JSONL or YAML; default: config, then "
-                                "<state_dir>/eval/suite.jsonl).", metavar="FILE")
-    engine_option = typer.Option(None, "--engine", "-e", help="mnemosyne (Mnemosyne's recall, default) or builtin "
-                                 "(FTS5 bm25).", metavar="ENGINE")
+    suite_option = typer.Option(
+        None,
+        "--suite",
+        "-s",
+        help="Suite file (JSONL or YAML; default: config, then <state_dir>/eval/suite.jsonl).",
+        metavar="FILE",
+    )
+    engine_option = typer.Option(
+        None,
+        "--engine",
+        "-e",
+        help="mnemosyne (Mnemosyne's recall, default) or builtin (FTS5 bm25).",
+        metavar="ENGINE",
+    )
     k_option = typer.Option(None, "--k", "-k", help="Cutoff k (default: config, else 10).", min=1)
 
-    @group.command("run", help=(
-        "Run the suite and compare with the baseline: a metric that drops by more than its tolerance, or a case "
-        "that passed and now fails, is a regression (exit 1).\n\n" + EXIT_CODES +
-        "\n\nExample: mnemo-ops eval run --suite suite.jsonl --baseline baseline.json || echo 'do not deploy'"))
+    @group.command(
+        "run",
+        help=(
+            "Run the suite and compare with the baseline: a metric that drops by more than its tolerance, or a case "
+            "that passed and now fails, is a regression (exit 1).\n\n"
+            + EXIT_CODES
+            + "\n\nExample: mnemo-ops eval run --suite suite.jsonl --baseline baseline.json || echo 'do not deploy'"
+        ),
+    )
     @handle_errors
     def run_command(
         suite: str = suite_option,
-        baseline: str = typer.Option(None, "--baseline", "-b", help="Baseline file (default: config, then "
-                                     "<state_dir>/eval/baseline.json).", metavar="FILE"),
+        baseline: str = typer.Option(
+            None,
+            "--baseline",
+            "-b",
+            help="Baseline file (default: config, then <state_dir>/eval/baseline.json).",
+            metavar="FILE",
+        ),
         engine: str = engine_option,
         k: int = k_option,
-        allow_suite_change: bool = typer.Option(False, "--allow-suite-change",
-                                                help="Compare even though the suite changed since the baseline."),
-        ratchet: bool = typer.Option(False, "--ratchet", help="Raise the baseline when no metric fell and one rose."),
-        dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Record nothing, write no baseline."),
+        allow_suite_change: bool = typer.Option(
+            False,
+            "--allow-suite-change",
+            help="Compare even though the suite changed since the baseline.",
+        ),
+        ratchet: bool = typer.Option(
+            False, "--ratchet", help="Raise the baseline when no metric fell and one rose."
+        ),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", "-n", help="Record nothing, write no baseline."
+        ),
     ) -> None:
-        options = {"suite": suite, "baseline": baseline, "engine": engine, "k": k,
-                   "allow_suite_change": allow_suite_change, "ratchet": ratchet}
-        result = run_job(CURRENT.settings, "retrieval-eval", dry_run=dry_run,
-                         options={key: value for key, value in options.items() if value not in (None, False)},
-                         show_progress=CURRENT.show_progress)
+        options = {
+            "suite": suite,
+            "baseline": baseline,
+            "engine": engine,
+            "k": k,
+            "allow_suite_change": allow_suite_change,
+            "ratchet": ratchet,
+        }
+        result = run_job(
+            CURRENT.settings,
+            "retrieval-eval",
+            dry_run=dry_run,
+            options={key: value for key, value in options.items() if value not in (None, False)},
+            show_progress=CURRENT.show_progress,
+        )
         _finish(result)
 
-    @group.command("baseline", help=(
-        "Run the suite and write its metrics and each case's hit rank as the new baseline (only this command, or "
-        "eval run --ratchet, writes one).\n\nExample: mnemo-ops eval baseline --suite suite.jsonl --out baseline.json"))
+    @group.command(
+        "baseline",
+        help=(
+            "Run the suite and write its metrics and each case's hit rank as the new baseline (only this command, or "
+            "eval run --ratchet, writes one).\n\nExample: mnemo-ops eval baseline --suite "
+            "suite.jsonl --out baseline.json"
+        ),
+    )
     @handle_errors
     def baseline_command(
-        out: str = typer.Option(..., "--out", "-o", help="Where to write the baseline (JSON).", metavar="FILE"),
+        out: str = typer.Option(
+            ..., "--out", "-o", help="Where to write the baseline (JSON).", metavar="FILE"
+        ),
         suite: str = suite_option,
         engine: str = engine_option,
         k: int = k_option,
         dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Evaluate, but write nothing."),
     ) -> None:
-        options = {"suite": suite, "engine": engine, "k": k, "write_baseline": str(Path(out).expanduser().absolute())}
-        result = run_job(CURRENT.settings, "retrieval-eval", dry_run=dry_run,
-                         options={key: value for key, value in options.items() if value is not None},
-                         show_progress=CURRENT.show_progress)
+        options = {
+            "suite": suite,
+            "engine": engine,
+            "k": k,
+            "write_baseline": str(Path(out).expanduser().absolute()),
+        }
+        result = run_job(
+            CURRENT.settings,
+            "retrieval-eval",
+            dry_run=dry_run,
+            options={key: value for key, value in options.items() if value is not None},
+            show_progress=CURRENT.show_progress,
+        )
         _finish(result)
 
     def _import(kind: str, file: str, db: str, suite: str, limit: int | None) -> None:
         from mnemo_ops.evaluation.importers import import_benchmark
 
-        summary = import_benchmark(kind, Path(file), Path(db), Path(suite), limit=limit,
-                                   show_progress=CURRENT.show_progress)
+        summary = import_benchmark(
+            kind,
+            Path(file),
+            Path(db),
+            Path(suite),
+            limit=limit,
+            show_progress=CURRENT.show_progress,
+        )
 
         def text(console: Console) -> None:
-            console.print(f"[green]imported[/] {kind}: {summary['turns_stored']} turns into {summary['db']}, "
-                          f"{summary['cases']} cases into {summary['suite']}")
+            console.print(
+                f"[green]imported[/] {kind}: {summary['turns_stored']} turns into {summary['db']}, "
+                f"{summary['cases']} cases into {summary['suite']}"
+            )
             for reason, count in summary["skipped"].items():
                 if count:
                     console.print(f"  skipped {count} question(s): {reason}")
             if summary["turns_filtered"]:
-                console.print(f"  {summary['turns_filtered']} turn(s) were filtered out by Mnemosyne's write filter")
-            console.print(f"  next: mnemo-ops --db {summary['db']} eval run --suite {summary['suite']}")
+                console.print(
+                    f"  {summary['turns_filtered']} turn(s) were filtered out by Mnemosyne's write filter"
+                )
+            console.print(
+                f"  next: mnemo-ops --db {summary['db']} eval run --suite {summary['suite']}"
+            )
 
         emit(summary, text)
 
-    db_option = typer.Option(..., "--db", help="The Mnemosyne database to create (must not exist).", metavar="OUT.db")
-    out_suite_option = typer.Option(..., "--suite", help="The suite to write (JSONL).", metavar="OUT.jsonl")
-    limit_option = typer.Option(None, "--limit", help="Import only the first N conversations / questions.", min=1)
+    db_option = typer.Option(
+        ..., "--db", help="The Mnemosyne database to create (must not exist).", metavar="OUT.db"
+    )
+    out_suite_option = typer.Option(
+        ..., "--suite", help="The suite to write (JSONL).", metavar="OUT.jsonl"
+    )
+    limit_option = typer.Option(
+        None, "--limit", help="Import only the first N conversations / questions.", min=1
+    )
 
-    @imports.command("locomo", help=(
-        "Import LoCoMo: each dialogue turn is stored through Mnemosyne (one session per LoCoMo session); each "
-        "question becomes a case whose relevant ids are the turns named by its evidence. Adversarial questions "
-        "(category 5) have no evidence and are skipped.\n\n"
-        "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl"))
+    @imports.command(
+        "locomo",
+        help=(
+            "Import LoCoMo: each dialogue turn is stored through Mnemosyne (one session per LoCoMo session); each "
+            "question becomes a case whose relevant ids are the turns named by its evidence. Adversarial questions "
+            "(category 5) have no evidence and are skipped.\n\n"
+            "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl"
+        ),
+    )
     @handle_errors
-    def import_locomo(file: str = typer.Argument(..., metavar="FILE"), db: str = db_option,
-                      suite: str = out_suite_option, limit: int = limit_option) -> None:
+    def import_locomo(
+        file: str = typer.Argument(..., metavar="FILE"),
+        db: str = db_option,
+        suite: str = out_suite_option,
+        limit: int = limit_option,
+    ) -> None:
         _import("locomo", file, db, suite, limit)
 
-    @imports.command("longmemeval", help=(
-        "Import LongMemEval: each haystack session is stored once through Mnemosyne; each question becomes a case "
-        "whose relevant ids are the has_answer turns of its answer sessions.\n\n"
-        "Example: mnemo-ops eval import longmemeval longmemeval_s.json --db lme.db --suite lme.jsonl"))
+    @imports.command(
+        "longmemeval",
+        help=(
+            "Import LongMemEval: each haystack session is stored once through Mnemosyne; each question becomes a case "
+            "whose relevant ids are the has_answer turns of its answer sessions.\n\n"
+            "Example: mnemo-ops eval import longmemeval longmemeval_s.json --db lme.db --suite lme.jsonl"
+        ),
+    )
     @handle_errors
-    def import_longmemeval(file: str = typer.Argument(..., metavar="FILE"), db: str = db_option,
-                           suite: str = out_suite_option, limit: int = limit_option) -> None:
+    def import_longmemeval(
+        file: str = typer.Argument(..., metavar="FILE"),
+        db: str = db_option,
+        suite: str = out_suite_option,
+        limit: int = limit_option,
+    ) -> None:
         _import("longmemeval", file, db, suite, limit)

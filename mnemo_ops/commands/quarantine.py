@@ -5,54 +5,81 @@ from __future__ import annotations
 import typer
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core import quarantine
+from mnemo_ops.selfcare import quarantine
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``quarantine`` command group."""
     group = typer.Typer(
         help="Files staged instead of deleted (by nightly-selfcare): list, restore.\n\n"
-             "Example: mnemo-ops quarantine list",
-        no_args_is_help=True, rich_markup_mode=None,
+        "Example: mnemo-ops quarantine list",
+        no_args_is_help=True,
+        rich_markup_mode=None,
     )
     app.add_typer(group, name="quarantine")
 
-    @group.command("list", help="List quarantine entries: ID, state, original path, size, when staged.\n\n"
-                                "Example: mnemo-ops quarantine list --all")
+    @group.command(
+        "list",
+        help="List quarantine entries: ID, state, original path, size, when staged.\n\n"
+        "Example: mnemo-ops quarantine list --all",
+    )
     @handle_errors
     def list_command(
-        show_all: bool = typer.Option(False, "--all", help="Include entries already restored, and entries of "
-                                      "an interrupted run whose file never moved."),
+        show_all: bool = typer.Option(
+            False,
+            "--all",
+            help="Include entries already restored, and entries of "
+            "an interrupted run whose file never moved.",
+        ),
     ) -> None:
-        entries = [entry for entry in quarantine.list_entries(CURRENT.settings)
-                   if show_all or entry["status"] == "staged"]
+        entries = [
+            entry
+            for entry in quarantine.list_entries(CURRENT.settings)
+            if show_all or entry["status"] == "staged"
+        ]
 
         def text(console) -> None:
             if not entries:
                 console.print(f"quarantine is empty ({CURRENT.settings.quarantine_dir})")
                 return
             # Plain lines, not a table: the ID must never be wrapped, it is what the user copies.
-            console.print(f"quarantine {CURRENT.settings.quarantine_dir}", markup=False, highlight=False)
+            console.print(
+                f"quarantine {CURRENT.settings.quarantine_dir}", markup=False, highlight=False
+            )
             for entry in entries:
-                console.print(f"  {entry['id']}  {entry['status']:<10} {entry.get('rule', '-'):<16} "
-                              f"{entry.get('size', 0):>10,} B  staged {entry.get('staged_at', '-')}  "
-                              f"{entry['original_path']}", markup=False, highlight=False, soft_wrap=True)
+                console.print(
+                    f"  {entry['id']}  {entry['status']:<10} {entry.get('rule', '-'):<16} "
+                    f"{entry.get('size', 0):>10,} B  staged {entry.get('staged_at', '-')}  "
+                    f"{entry['original_path']}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
             console.print("Put one back with: mnemo-ops quarantine restore ID")
 
         emit({"quarantine_dir": str(CURRENT.settings.quarantine_dir), "entries": entries}, text)
 
-    @group.command("restore", help="Move a quarantined file back to its original path, with its mode and "
-                                   "mtime. Refuses when that path exists again.\n\n"
-                                   "Example: mnemo-ops quarantine restore 20261130-1a2b3c4d")
+    @group.command(
+        "restore",
+        help="Move a quarantined file back to its original path, with its mode and "
+        "mtime. Refuses when that path exists again.\n\n"
+        "Example: mnemo-ops quarantine restore 20261130-1a2b3c4d",
+    )
     @handle_errors
     def restore_command(
-        entry_id: str = typer.Argument(..., help="The ID shown by 'quarantine list'.", metavar="ID"),
-        dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Check and say what would happen; move nothing."),
+        entry_id: str = typer.Argument(
+            ..., help="The ID shown by 'quarantine list'.", metavar="ID"
+        ),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", "-n", help="Check and say what would happen; move nothing."
+        ),
     ) -> None:
         entry = quarantine.restore(CURRENT.settings, entry_id, dry_run=dry_run)
         verb = "would restore" if dry_run else "restored"
 
         def text(console) -> None:
-            console.print(f"{verb} {entry['id']} -> {entry['original_path']}", markup=False, highlight=False)
+            console.print(
+                f"{verb} {entry['id']} -> {entry['original_path']}", markup=False, highlight=False
+            )
 
         emit({"restored": not dry_run, "dry_run": dry_run, "entry": entry}, text)

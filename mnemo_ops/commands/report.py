@@ -7,9 +7,9 @@ import sys
 
 import typer
 
-from mnemo_ops import report as morning_report
 from mnemo_ops.commands.common import CURRENT, handle_errors
 from mnemo_ops.core.errors import UsageError
+from mnemo_ops.selfcare import report as morning_report
 
 
 def register(app: typer.Typer) -> None:
@@ -28,14 +28,23 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def report_command(
-        since: str = typer.Option("24h", "--since", help="The period: 24h, 90m, 7d, 2w.", metavar="PERIOD"),
-        output_format: str = typer.Option("text", "--format", help="text, markdown or json.", metavar="FORMAT"),
-        quiet_if_ok: bool = typer.Option(False, "--quiet-if-ok",
-                                         help="Print nothing when nothing is at warning or above."),
-        no_write: bool = typer.Option(False, "--no-write", help="Do not write reports/YYYY-MM-DD.md."),
+        since: str = typer.Option(
+            "24h", "--since", help="The period: 24h, 90m, 7d, 2w.", metavar="PERIOD"
+        ),
+        output_format: str = typer.Option(
+            "text", "--format", help="text, markdown or json.", metavar="FORMAT"
+        ),
+        quiet_if_ok: bool = typer.Option(
+            False, "--quiet-if-ok", help="Print nothing when nothing is at warning or above."
+        ),
+        no_write: bool = typer.Option(
+            False, "--no-write", help="Do not write reports/YYYY-MM-DD.md."
+        ),
     ) -> None:
         if output_format not in morning_report.FORMATS:
-            raise UsageError(f"--format must be one of {', '.join(morning_report.FORMATS)}, got {output_format!r}")
+            raise UsageError(
+                f"--format must be one of {', '.join(morning_report.FORMATS)}, got {output_format!r}"
+            )
         period = morning_report.parse_period(since)
         settings = CURRENT.settings
         built = morning_report.build_report(settings, since=period)

@@ -1,25 +1,51 @@
-"""``mnemo-ops run JOB``: run one job through the runner and render its result."""
+"""``mnemo-ops run JOB``: run one job through the runner and render its result.
+
+Job options come through one path: ``--option KEY=VALUE`` (or ``--KEY`` for a boolean option, such
+as ``--rebuild``), checked against the job's section of the settings schema, exactly like the config
+file. An unknown or ill-typed option exits 2 naming the key.
+"""
 
 from __future__ import annotations
 
 import typer
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core.manifests import JOB_NAMES
-from mnemo_ops.core.runner import run_job
-from mnemo_ops.render import render_result
+from mnemo_ops.commands.render import render_result
+from mnemo_ops.core.errors import UsageError
+from mnemo_ops.core.results import Severity, Status
+from mnemo_ops.jobs import run_job
+from mnemo_ops.settings import JOB_NAMES, SCHEMA, Option, job_section
 
 
-def _parse_options(pairs: list[str]) -> dict[str, str]:
-    from mnemo_ops.core.errors import UsageError
-
-    options = {}
+def parse_options(pairs: list[str] | None, flags: list[str] | None) -> dict[str, str]:
+    """``KEY=VALUE`` pairs and ``--flag`` words as raw option values (the schema types them later)."""
+    options: dict[str, str] = {}
     for pair in pairs or []:
         key, separator, value = pair.partition("=")
-        if not separator or not key:
+        if not separator or not key.strip():
             raise UsageError(f"--option takes KEY=VALUE, got {pair!r}")
         options[key.strip()] = value
+    for word in flags or []:
+        if not word.startswith("--") or "=" in word or len(word) < 3:
+            raise UsageError(
+                f"unexpected argument {word!r}; job options are --option KEY=VALUE or --FLAG"
+            )
+        options[word[2:].replace("-", "_")] = "true"
     return options
+
+
+def _flags_help() -> str:
+    """The boolean options each job takes as ``--flag``, for ``run --help``."""
+    parts = []
+    for job in JOB_NAMES:
+        flags = [
+            f"--{key.replace('_', '-')}"
+            for key, spec in SCHEMA.get(job_section(job), {}).items()
+            if isinstance(spec, Option) and spec.per_run and spec.kind is bool
+        ]
+        if flags:
+            parts.append(f"{job}: {', '.join(flags)}")
+    return "; ".join(parts)
 
 
 def register(app: typer.Typer) -> None:
@@ -27,8 +53,11 @@ def register(app: typer.Typer) -> None:
 
     @app.command(
         "run",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
         help=(
             f"Run one job now. JOB is one of: {', '.join(JOB_NAMES)}.\n\n"
+            "Job options: --option KEY=VALUE (any key of the job's config section, e.g. -o k=5 for "
+            f"memory-maintain), or a job's boolean flag ({_flags_help()}).\n\n"
             "Exit codes: 0 ok, 1 failed (or the eval regressed), 2 usage/config/database problem, "
             "75 skipped because another writer holds the lock.\n\n"
             "Example: mnemo-ops run memory-maintain --dry-run"
@@ -36,31 +65,45 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def run_command(
+        ctx: typer.Context,
         job: str = typer.Argument(..., help="The job to run.", metavar="JOB"),
-        dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Change nothing; report what would change."),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", "-n", help="Change nothing; report what would change."
+        ),
         force: bool = typer.Option(False, "--force", help="Run even when disabled or not due."),
-        wait: float = typer.Option(0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"),
-        option: list[str] = typer.Option(None, "--option", "-o", help="Job option KEY=VALUE (repeatable).",
-                                          metavar="KEY=VALUE"),
-        rebuild: bool = typer.Option(False, "--rebuild", help="evening-batch: rebuild the topic map from scratch."),
-        vacuum: bool = typer.Option(False, "--vacuum", help="monthly-maintenance: also VACUUM."),
+        wait: float = typer.Option(
+            0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
+        ),
+        option: list[str] = typer.Option(
+            None, "--option", "-o", help="Job option KEY=VALUE (repeatable).", metavar="KEY=VALUE"
+        ),
     ) -> None:
-        options = _parse_options(option)
-        if rebuild:
-            options["rebuild"] = True
-        if vacuum:
-            options["vacuum"] = True
-        result = run_job(CURRENT.settings, job, dry_run=dry_run, force=force, wait_s=wait, options=options,
-                         show_progress=CURRENT.show_progress)
-        emit(result.to_dict(), lambda console: render_result(console, result, verbose=CURRENT.verbosity > 0))
+        options = parse_options(option, ctx.args)
+        result = run_job(
+            CURRENT.settings,
+            job,
+            dry_run=dry_run,
+            force=force,
+            wait_s=wait,
+            options=options,
+            show_progress=CURRENT.show_progress,
+        )
+        emit(
+            result.to_dict(),
+            lambda console: render_result(console, result, verbose=CURRENT.verbosity > 0),
+        )
         if CURRENT.verbosity < 0 and not CURRENT.json:
             # -q (cron): stdout stays empty; problems still reach stderr, so cron mails only those.
             for warning in result.warnings:
-                if warning.severity != "info":
+                if warning.severity != Severity.INFO:
                     CURRENT.err_console.print(
-                        f"mnemo-ops: {result.job}: {warning.severity}: {warning.code}: {warning.message}", markup=False)
-            if result.error and result.status == "failed":
-                CURRENT.err_console.print(f"mnemo-ops: {result.job} failed: {result.error}", markup=False)
-        if result.status == "skipped" and result.error and not CURRENT.json:
+                        f"mnemo-ops: {result.job}: {warning.severity}: {warning.code}: {warning.message}",
+                        markup=False,
+                    )
+            if result.error and result.status == Status.FAILED:
+                CURRENT.err_console.print(
+                    f"mnemo-ops: {result.job} failed: {result.error}", markup=False
+                )
+        if result.status == Status.SKIPPED and result.error and not CURRENT.json:
             CURRENT.err_console.print(f"mnemo-ops: skipped: {result.error}", markup=False)
         raise typer.Exit(result.exit_code)

@@ -8,8 +8,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from mnemo_ops import database
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core import database, state
+from mnemo_ops.core import state
 from mnemo_ops.core.lock import describe_holder, lock_path_for, probe_holder
 from mnemo_ops.settings import Settings
 
@@ -46,25 +47,34 @@ def collect_status(settings: Settings) -> dict[str, Any]:
 def register(app: typer.Typer) -> None:
     """Add the ``status`` command."""
 
-    @app.command("status", help="Show the database, WAL size, row counts, lock holder and last runs.\n\n"
-                                "Example: mnemo-ops --db ~/.hermes/mnemosyne/data/mnemosyne.db status")
+    @app.command(
+        "status",
+        help="Show the database, WAL size, row counts, lock holder and last runs.\n\n"
+        "Example: mnemo-ops --db ~/.hermes/mnemosyne/data/mnemosyne.db status",
+    )
     @handle_errors
     def status_command() -> None:
         data = collect_status(CURRENT.settings)
 
         def text(console) -> None:
-            console.print(f"[bold]database[/] {data['db']}  ({data['db_size_bytes']:,} bytes, "
-                          f"WAL {data['wal_size_bytes']:,} bytes, {data['journal_mode']} mode)")
+            console.print(
+                f"[bold]database[/] {data['db']}  ({data['db_size_bytes']:,} bytes, "
+                f"WAL {data['wal_size_bytes']:,} bytes, {data['journal_mode']} mode)"
+            )
             counts = Table(show_header=False, box=None, padding=(0, 2))
             for table_name, count in data["row_counts"].items():
                 counts.add_row(f"  {table_name}", "-" if count is None else f"{count:,}")
             console.print(counts)
             console.print(f"[bold]state dir[/] {data['state_dir']}")
             holder = data["lock_holder"]
-            console.print(f"[bold]writer lock[/] {'held by ' + describe_holder(holder) if holder else 'free'}")
+            console.print(
+                f"[bold]writer lock[/] {'held by ' + describe_holder(holder) if holder else 'free'}"
+            )
             if not data["last_runs"]:
                 console.print("[bold]last runs[/] none recorded yet")
             for job, info in data["last_runs"].items():
-                console.print(f"  {job}: {info.get('status', '-')} at {info.get('started_at', '-')}")
+                console.print(
+                    f"  {job}: {info.get('status', '-')} at {info.get('started_at', '-')}"
+                )
 
         emit(data, text)

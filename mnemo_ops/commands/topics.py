@@ -24,7 +24,9 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def topics_command(
-        limit: int = typer.Option(0, "--limit", help="Show only the N largest topics (0: all).", min=0),
+        limit: int = typer.Option(
+            0, "--limit", help="Show only the N largest topics (0: all).", min=0
+        ),
     ) -> None:
         data = collect(CURRENT.settings)
         if limit:
@@ -35,17 +37,26 @@ def register(app: typer.Typer) -> None:
             if not topic_map["built_at"]:
                 console.print("No topic map yet: run [bold]mnemo-ops run evening-batch[/].")
             else:
-                console.print(f"[bold]topic map[/] built {topic_map['built_at']} ({topic_map['mode']}), "
-                              f"{len(topic_map['topics'])} topics shown, {topic_map['unclustered']} memories in no topic")
+                console.print(
+                    f"[bold]topic map[/] built {topic_map['built_at']} ({topic_map['mode']}), "
+                    f"{len(topic_map['topics'])} topics shown, {topic_map['unclustered']} memories in no topic"
+                )
                 console.print(f"[bold]seed map[/] built {seed_map['built_at'] or 'never'}")
             for topic in topic_map["topics"]:
-                console.print(f"\n[bold]{topic['label']}[/] ({topic['size']} memories): {', '.join(topic['terms'])}",
-                              markup=True, highlight=False)
+                console.print(
+                    f"\n[bold]{topic['label']}[/] ({topic['size']} memories): {', '.join(topic['terms'])}",
+                    markup=True,
+                    highlight=False,
+                )
                 for rank, seed in enumerate(seed_map["topics"].get(topic["label"], []), start=1):
                     marker = " [canonical]" if seed["canonical"] else ""
-                    console.print(f"  {rank}. {seed['key']}{marker} {seed['preview']}", markup=False)
+                    console.print(
+                        f"  {rank}. {seed['key']}{marker} {seed['preview']}", markup=False
+                    )
             for warning in data["warnings"]:
-                CURRENT.err_console.print(f"mnemo-ops: {warning['severity']}: {warning['code']}: {warning['message']}",
-                                          markup=False)
+                CURRENT.err_console.print(
+                    f"mnemo-ops: {warning['severity']}: {warning['code']}: {warning['message']}",
+                    markup=False,
+                )
 
         emit(data, text)

@@ -25,7 +25,9 @@ def _choose_model(model: str) -> str:
     """
     from mnemosyne.core import local_llm
 
-    configured = bool(local_llm.LLM_ENABLED and (local_llm.LLM_BASE_URL or local_llm._model_path() is not None))
+    configured = bool(
+        local_llm.LLM_ENABLED and (local_llm.LLM_BASE_URL or local_llm._model_path() is not None)
+    )
     if model == "aaak" or not configured:
         local_llm.LLM_ENABLED = False
         local_llm._llm_available = False
@@ -35,7 +37,7 @@ def _choose_model(model: str) -> str:
 
 def consolidate(request: dict[str, Any]) -> dict[str, Any]:
     """Run the consolidation described by `request` and return a JSON-friendly summary."""
-    from mnemo_ops.core import mnemosyne_api
+    from mnemo_ops.database import mnemosyne_api
 
     db_path = Path(request["db_path"])
     # Is Mnemosyne's schema on this database current? Read with Python's sqlite3, the library
@@ -54,9 +56,12 @@ def consolidate(request: dict[str, Any]) -> dict[str, Any]:
         return _consolidate(request, db_path, chosen, gaps)
 
 
-def _consolidate(request: dict[str, Any], db_path: Path, chosen: str, gaps: list[str]) -> dict[str, Any]:
-    from mnemo_ops.core.mnemosyne_api import point_environment_at
+def _consolidate(
+    request: dict[str, Any], db_path: Path, chosen: str, gaps: list[str]
+) -> dict[str, Any]:
     from mnemosyne.core.memory import Mnemosyne
+
+    from mnemo_ops.database.mnemosyne_api import point_environment_at
 
     point_environment_at(db_path)
     memory = Mnemosyne(session_id="mnemo-ops", db_path=db_path)
@@ -65,8 +70,9 @@ def _consolidate(request: dict[str, Any], db_path: Path, chosen: str, gaps: list
     # A dry run works on a throwaway snapshot, where reclaiming for real lets sleep's own dry run count
     # the reclaimed rows exactly as the real run would.
     reclaim_dry = bool(request["dry_run"] and not request.get("snapshot", False))
-    reclaimed = memory.reclaim_orphans(dry_run=reclaim_dry,
-                                       stale_after_seconds=int(request.get("reclaim_stale_seconds", 3600)))
+    reclaimed = memory.reclaim_orphans(
+        dry_run=reclaim_dry, stale_after_seconds=int(request.get("reclaim_stale_seconds", 3600))
+    )
     claims_reclaimed = int(reclaimed.get("candidates" if reclaim_dry else "reclaimed", 0) or 0)
     # sleep_all_sessions ends with a cross-session MEMORIA dedup that DELETEs duplicate memoria_kg rows.
     # mnemo-ops never deletes memory rows, so that part is left out (3.15.1; the consolidation itself
@@ -87,10 +93,13 @@ def _consolidate(request: dict[str, Any], db_path: Path, chosen: str, gaps: list
         "sessions_consolidated": outcome.get("sessions_consolidated", 0),
         "items_consolidated": outcome.get("items_consolidated", 0),
         "summaries_created": outcome.get("summaries_created", 0),
-        "conflicts_resolved": sum(int(result.get("conflicts_resolved", 0) or 0) for result in sessions),
+        "conflicts_resolved": sum(
+            int(result.get("conflicts_resolved", 0) or 0) for result in sessions
+        ),
         "llm_used": outcome.get("llm_used", 0),
         "claims_reclaimed": claims_reclaimed,
-        "episodic_degraded": int(degradation.get("tier1_to_tier2", 0) or 0) + int(degradation.get("tier2_to_tier3", 0) or 0),
+        "episodic_degraded": int(degradation.get("tier1_to_tier2", 0) or 0)
+        + int(degradation.get("tier2_to_tier3", 0) or 0),
         "model_refresh": outcome.get("model_refresh") or {},
         "errors": outcome.get("error_details") or [],
         "sessions": sessions,

@@ -22,8 +22,8 @@ from typing import Any
 
 import apsw
 
-from mnemo_ops.core import database
 from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.database import snapshot
 
 MODELS = ("auto", "aaak")
 """``auto``: Mnemosyne's model chain when one is configured, else AAAK; ``aaak``: always AAAK."""
@@ -36,8 +36,10 @@ def working_memory_ttl_hours(environ: dict[str, str] | None = None) -> int:
     try:
         return int(value)
     except ValueError:
-        raise MnemoOpsError(f"environment variable MNEMOSYNE_WM_TTL_HOURS must be a whole number of hours, "
-                            f"got {value!r}") from None
+        raise MnemoOpsError(
+            f"environment variable MNEMOSYNE_WM_TTL_HOURS must be a whole number of hours, "
+            f"got {value!r}"
+        ) from None
 
 
 def sleep_cutoff(now: datetime | None = None, environ: dict[str, str] | None = None) -> str:
@@ -46,7 +48,9 @@ def sleep_cutoff(now: datetime | None = None, environ: dict[str, str] | None = N
     return (moment - timedelta(hours=working_memory_ttl_hours(environ) // 2)).isoformat()
 
 
-def pending_work(connection: apsw.Connection, stale_seconds: int, now: datetime | None = None) -> dict[str, int]:
+def pending_work(
+    connection: apsw.Connection, stale_seconds: int, now: datetime | None = None
+) -> dict[str, int]:
     """Rows Mnemosyne's sleep would consolidate now, and stale claims its reclaim would hand back.
 
     Mirrors the filters of ``BeamMemory.sleep`` (not yet consolidated, not pinned, older than the
@@ -55,14 +59,17 @@ def pending_work(connection: apsw.Connection, stale_seconds: int, now: datetime 
     moment = now or datetime.now()
     eligible = connection.execute(
         "SELECT count(*) FROM working_memory WHERE timestamp < ? AND consolidated_at IS NULL "
-        "AND (pinned IS NULL OR pinned = 0)", (sleep_cutoff(moment),)).fetchone()[0]
+        "AND (pinned IS NULL OR pinned = 0)",
+        (sleep_cutoff(moment),),
+    ).fetchone()[0]
     stale_before = (moment - timedelta(seconds=stale_seconds)).isoformat()
     orphans = connection.execute(
         "SELECT count(*) FROM working_memory AS wm WHERE wm.consolidated_at IS NOT NULL "
         "AND wm.consolidation_claimed_at IS NOT NULL AND wm.consolidation_claimed_at < ? "
         "AND NOT EXISTS (SELECT 1 FROM episodic_memory AS em "
         "WHERE instr(',' || COALESCE(em.summary_of, '') || ',', ',' || wm.id || ',') > 0)",
-        (stale_before,)).fetchone()[0]
+        (stale_before,),
+    ).fetchone()[0]
     return {"eligible": eligible, "orphan_claims": orphans}
 
 
@@ -86,7 +93,9 @@ def run_sleep(
     Raises MnemoOpsError with one line when the child fails.
     """
     if model not in MODELS:
-        raise MnemoOpsError(f"evening_batch.consolidation_model must be one of {', '.join(MODELS)}, got {model!r}")
+        raise MnemoOpsError(
+            f"evening_batch.consolidation_model must be one of {', '.join(MODELS)}, got {model!r}"
+        )
     scratch: Path | None = None
     try:
         if dry_run:
@@ -95,26 +104,43 @@ def run_sleep(
             for folder in (data_dir, scratch / "home", scratch / "hermes"):
                 folder.mkdir(mode=0o700)
             target = data_dir / "mnemosyne.db"
-            database.copy_snapshot(db_path, target)
-            environment = _child_environment({
-                "HOME": str(scratch / "home"), "HERMES_HOME": str(scratch / "hermes"),
-                "MNEMOSYNE_DATA_DIR": str(data_dir),
-            })
+            snapshot.copy_snapshot(db_path, target)
+            environment = _child_environment(
+                {
+                    "HOME": str(scratch / "home"),
+                    "HERMES_HOME": str(scratch / "hermes"),
+                    "MNEMOSYNE_DATA_DIR": str(data_dir),
+                }
+            )
         else:
             target = db_path
-            environment = _child_environment({
-                "MNEMOSYNE_DATA_DIR": str(Path(db_path).parent), "HERMES_HOME": str(hermes_home),
-            })
-        request = {"db_path": str(target), "dry_run": dry_run, "snapshot": dry_run, "model": model,
-                   "reclaim_stale_seconds": reclaim_stale_seconds}
+            environment = _child_environment(
+                {
+                    "MNEMOSYNE_DATA_DIR": str(Path(db_path).parent),
+                    "HERMES_HOME": str(hermes_home),
+                }
+            )
+        request = {
+            "db_path": str(target),
+            "dry_run": dry_run,
+            "snapshot": dry_run,
+            "model": model,
+            "reclaim_stale_seconds": reclaim_stale_seconds,
+        }
         try:
             completed = subprocess.run(
-                [sys.executable, "-m", "mnemo_ops.consolidation.child"], input=json.dumps(request),
-                capture_output=True, text=True, env=environment, timeout=timeout_s,
+                [sys.executable, "-m", "mnemo_ops.consolidation.child"],
+                input=json.dumps(request),
+                capture_output=True,
+                text=True,
+                env=environment,
+                timeout=timeout_s,
                 cwd=str(scratch or Path(db_path).parent),
             )
         except subprocess.TimeoutExpired:
-            raise MnemoOpsError(f"Mnemosyne sleep did not finish within {timeout_s:.0f} s") from None
+            raise MnemoOpsError(
+                f"Mnemosyne sleep did not finish within {timeout_s:.0f} s"
+            ) from None
         return _parse(completed)
     finally:
         if scratch is not None:

@@ -1,4 +1,5 @@
-"""What a job receives: settings, its manifest, the dry-run flag, and helpers that respect it."""
+"""What a job receives: settings, its manifest, the dry-run flag, its options, and helpers that
+respect the dry-run flag."""
 
 from __future__ import annotations
 
@@ -8,16 +9,22 @@ from typing import Any
 
 import apsw
 
-from mnemo_ops.core import database, state
+from mnemo_ops import database
+from mnemo_ops.core import state
 from mnemo_ops.core.manifests import JobManifest
 from mnemo_ops.core.progress import ProgressReporter
-from mnemo_ops.core.results import JobResult
+from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.settings import Settings
 
 
 @dataclasses.dataclass
 class JobContext:
-    """The job's view of the world. `dry_run` is explicit; check it right before each side effect."""
+    """The job's view of the world. `dry_run` is explicit; check it right before each side effect.
+
+    `options` is the job's resolved option section (``--option`` over the config file over the
+    schema defaults); `run_options` holds only the values given for this run, for the rare option
+    whose precedence sits between the two (the eval's ``k``: flag, then suite, then config).
+    """
 
     settings: Settings
     manifest: JobManifest
@@ -25,8 +32,9 @@ class JobContext:
     result: JobResult
     force: bool = False
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    run_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     progress: ProgressReporter = dataclasses.field(default_factory=lambda: ProgressReporter(False))
-    checkpoint_hook: Callable[["JobContext"], str | None] | None = None
+    checkpoint_hook: Callable[[JobContext], str | None] | None = None
     _checkpoint_taken: bool = False
 
     @property
@@ -37,7 +45,8 @@ class JobContext:
     def before_write(self) -> None:
         """Call right before the first write: takes the pre-write checkpoint once, if the manifest asks.
 
-        Does nothing in a dry run (a dry run never writes) or for jobs without ``checkpoint: before-write``.
+        Does nothing in a dry run (a dry run never writes) or for jobs without
+        ``checkpoint: before-write``.
         """
         if self.dry_run or self._checkpoint_taken or self.manifest.checkpoint != "before-write":
             return
@@ -47,7 +56,9 @@ class JobContext:
 
     def open_db(self, readonly: bool | None = None) -> apsw.Connection:
         """Open the memory DB; read-only by default in a dry run (so nothing, not even the WAL, changes)."""
-        return database.open_memory_db(self.settings.db_path, readonly=self.dry_run if readonly is None else readonly)
+        return database.open_memory_db(
+            self.settings.db_path, readonly=self.dry_run if readonly is None else readonly
+        )
 
     def open_state(self):
         """Open state.db: read-only (possibly None when it does not exist yet) in a dry run."""
@@ -55,7 +66,9 @@ class JobContext:
             return state.open_state_readonly(self.settings.state_db_path)
         return state.open_state(self.settings.state_db_path)
 
-    def warn(self, code: str, message: str, severity: str = "warning", fix: str | None = None) -> None:
+    def warn(
+        self, code: str, message: str, severity: str = Severity.WARNING, fix: str | None = None
+    ) -> None:
         """Record a finding on the result."""
         self.result.warn(code, message, severity=severity, fix=fix)
 

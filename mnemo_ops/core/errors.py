@@ -41,3 +41,7 @@ class LockHeldError(MnemoOpsError):
     def __init__(self, message: str, holder: dict | None = None):
         super().__init__(message)
         self.holder = holder or {}
+
+
+class JobTimeout(MnemoOpsError):
+    """The job ran past the timeout of its manifest (raised inside the job by the runner's alarm)."""

@@ -18,8 +18,8 @@ from typing import Any
 
 import portalocker
 
+from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.errors import LockHeldError
-from mnemo_ops.core.results import isoformat, utc_now
 
 
 def lock_path_for(state_dir: Path, db_path: Path) -> Path:
@@ -56,7 +56,7 @@ class WriterLock:
         """Take the lock or raise LockHeldError naming the holder (after waiting `wait_s` at most)."""
         self.lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         # "a+" so opening never truncates the metadata of a process that holds the lock.
-        handle = open(self.lock_path, "a+", encoding="utf-8")
+        handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (kept open while held)
         deadline = time.monotonic() + self.wait_s
         while True:
             try:
@@ -67,16 +67,23 @@ class WriterLock:
                     handle.close()
                     holder = read_holder(self.lock_path)
                     raise LockHeldError(
-                        f"another mnemo-ops writer holds the lock: {describe_holder(holder)}", holder
+                        f"another mnemo-ops writer holds the lock: {describe_holder(holder)}",
+                        holder,
                     ) from None
                 time.sleep(min(0.2, max(0.01, deadline - time.monotonic())))
         os.chmod(self.lock_path, 0o600)
         handle.seek(0)
         handle.truncate()
-        handle.write(json.dumps({
-            "pid": os.getpid(), "job": self.job, "since": isoformat(utc_now()),
-            "host": socket.gethostname(),
-        }))
+        handle.write(
+            json.dumps(
+                {
+                    "pid": os.getpid(),
+                    "job": self.job,
+                    "since": isoformat(utc_now()),
+                    "host": socket.gethostname(),
+                }
+            )
+        )
         handle.flush()
         self._handle = handle
 
@@ -94,7 +101,7 @@ class WriterLock:
         """True while this object holds the lock."""
         return self._handle is not None
 
-    def __enter__(self) -> "WriterLock":
+    def __enter__(self) -> WriterLock:
         self.acquire()
         return self
 
@@ -106,7 +113,7 @@ def probe_holder(lock_path: Path) -> dict[str, Any] | None:
     """Return the holder's metadata if some process holds the lock now, else None (read-only)."""
     if not lock_path.exists():
         return None
-    with open(lock_path, "r", encoding="utf-8") as handle:
+    with open(lock_path, encoding="utf-8") as handle:
         try:
             portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
         except portalocker.LockException:

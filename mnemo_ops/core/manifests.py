@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,14 +14,19 @@ from typing import Any
 import yaml
 from croniter import croniter
 
-from mnemo_ops.core.errors import ConfigError
+from mnemo_ops.core.errors import ConfigError, UsageError
 from mnemo_ops.resources import resource_dir
+from mnemo_ops.settings import JOB_NAMES, Settings
 
-JOB_NAMES = (
-    "backup", "nightly-selfcare", "memory-maintain", "evening-batch", "bridge-drain",
-    "retrieval-eval", "monthly-maintenance", "self-reflection", "memory-block-migrate",
+WRITE_SCOPES = (
+    "database",
+    "memory_blocks",
+    "checkpoints",
+    "queue",
+    "quarantine",
+    "reports",
+    "state",
 )
-WRITE_SCOPES = ("database", "memory_blocks", "checkpoints", "queue", "quarantine", "reports", "state")
 CHECKPOINT_MODES = ("none", "before-write")
 _FIELDS = {"name", "schedule", "description", "writes", "checkpoint", "timeout"}
 
@@ -38,13 +44,27 @@ class JobManifest:
     path: Path | None = None
 
     @property
+    def module(self) -> str:
+        """The module that implements the job (``memory-maintain`` -> ``mnemo_ops.jobs.memory_maintain``)."""
+        return f"mnemo_ops.jobs.{self.name.replace('-', '_')}"
+
+    @property
+    def implemented(self) -> bool:
+        """True when the job's module exists (looked up, not imported: the core imports no job)."""
+        return importlib.util.find_spec(self.module) is not None
+
+    @property
     def needs_lock(self) -> bool:
         """A job that writes anything besides our own state takes the writer lock."""
         return any(scope != "state" for scope in self.writes)
 
-    def with_overrides(self, schedule: str | None = None, timeout: int | None = None) -> "JobManifest":
+    def with_overrides(
+        self, schedule: str | None = None, timeout: int | None = None
+    ) -> JobManifest:
         """A copy with the schedule / timeout from the config file applied."""
-        return dataclasses.replace(self, schedule=schedule or self.schedule, timeout=timeout or self.timeout)
+        return dataclasses.replace(
+            self, schedule=schedule or self.schedule, timeout=timeout or self.timeout
+        )
 
     def next_run(self, after: datetime) -> datetime:
         """The next scheduled time strictly after `after` (timezone of `after`)."""
@@ -79,11 +99,20 @@ def _parse(path: Path, data: Any) -> JobManifest:
         raise ConfigError(f"{path}: key 'writes' must be a list of {', '.join(WRITE_SCOPES)}")
     if data["checkpoint"] not in CHECKPOINT_MODES:
         raise ConfigError(f"{path}: key 'checkpoint' must be one of {', '.join(CHECKPOINT_MODES)}")
-    if not isinstance(data["timeout"], int) or isinstance(data["timeout"], bool) or data["timeout"] <= 0:
+    if (
+        not isinstance(data["timeout"], int)
+        or isinstance(data["timeout"], bool)
+        or data["timeout"] <= 0
+    ):
         raise ConfigError(f"{path}: key 'timeout' must be a positive number of seconds")
     return JobManifest(
-        name=name, schedule=schedule, description=str(data["description"]).strip(),
-        writes=tuple(writes), checkpoint=data["checkpoint"], timeout=data["timeout"], path=path,
+        name=name,
+        schedule=schedule,
+        description=str(data["description"]).strip(),
+        writes=tuple(writes),
+        checkpoint=data["checkpoint"],
+        timeout=data["timeout"],
+        path=path,
     )
 
 
@@ -99,20 +128,19 @@ def load_manifests(directory: Path | None = None) -> dict[str, JobManifest]:
     return {name: found[name] for name in JOB_NAMES if name in found}
 
 
-def effective_manifests(settings) -> dict[str, JobManifest]:
+def effective_manifests(settings: Settings) -> dict[str, JobManifest]:
     """Manifests with the per-job schedule and timeout overrides of the config file applied."""
     result = {}
     for name, manifest in load_manifests().items():
         result[name] = manifest.with_overrides(
-            schedule=settings.job_option(name, "schedule"), timeout=settings.job_option(name, "timeout")
+            schedule=settings.job_option(name, "schedule"),
+            timeout=settings.job_option(name, "timeout"),
         )
     return result
 
 
-def get_manifest(settings, name: str) -> JobManifest:
+def get_manifest(settings: Settings, name: str) -> JobManifest:
     """The effective manifest for job `name`; UsageError (exit 2) for an unknown job."""
-    from mnemo_ops.core.errors import UsageError
-
     manifests = effective_manifests(settings)
     if name not in manifests:
         raise UsageError(f"unknown job {name!r}; jobs are: {', '.join(JOB_NAMES)}")

@@ -3,25 +3,40 @@
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timezone
+import enum
+from datetime import datetime
 from typing import Any
 
 from mnemo_ops.core import exit_codes
-
-SEVERITIES = ("info", "warning", "error", "critical")
-STATUSES = ("ok", "failed", "skipped", "dry-run")
+from mnemo_ops.core.clock import isoformat, utc_now
 
 
-def utc_now() -> datetime:
-    """Return the current time as an aware UTC datetime (freezegun-friendly)."""
-    return datetime.now(timezone.utc)
+class Severity(enum.StrEnum):
+    """How much a finding needs a human, lowest first (the order is the ranking)."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+
+    @property
+    def rank(self) -> int:
+        """0 for info up to 3 for critical."""
+        return list(Severity).index(self)
 
 
-def isoformat(moment: datetime | None) -> str | None:
-    """Format a datetime as ISO 8601 with seconds precision, or None."""
-    if moment is None:
-        return None
-    return moment.astimezone(timezone.utc).isoformat(timespec="seconds")
+class Status(enum.StrEnum):
+    """How a run ended."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    DRY_RUN = "dry-run"
+
+
+def severity_rank(value: str) -> int:
+    """The rank of a severity given as text (ValueError for an unknown one)."""
+    return Severity(value).rank
 
 
 @dataclasses.dataclass
@@ -29,17 +44,20 @@ class JobWarning:
     """One finding: a stable code, a severity and a human message (optionally the fixing command)."""
 
     code: str
-    severity: str
+    severity: Severity
     message: str
     fix: str | None = None
 
     def __post_init__(self) -> None:
-        if self.severity not in SEVERITIES:
-            raise ValueError(f"unknown severity {self.severity!r}")
+        self.severity = Severity(self.severity)  # ValueError for an unknown severity
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON form: code, severity, message (and fix when there is one)."""
-        data: dict[str, Any] = {"code": self.code, "severity": self.severity, "message": self.message}
+        data: dict[str, Any] = {
+            "code": self.code,
+            "severity": str(self.severity),
+            "message": self.message,
+        }
         if self.fix:
             data["fix"] = self.fix
         return data
@@ -51,7 +69,7 @@ class JobResult:
 
     job: str
     dry_run: bool = False
-    status: str = "ok"
+    status: Status = Status.OK
     started_at: datetime = dataclasses.field(default_factory=utc_now)
     finished_at: datetime | None = None
     db: str | None = None
@@ -62,7 +80,14 @@ class JobResult:
     error: str | None = None
     exit_code_override: int | None = None
 
-    def warn(self, code: str, message: str, severity: str = "warning", fix: str | None = None) -> JobWarning:
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "status":
+            value = Status(value)  # ValueError for a status the contract does not know
+        super().__setattr__(name, value)
+
+    def warn(
+        self, code: str, message: str, severity: str = Severity.WARNING, fix: str | None = None
+    ) -> JobWarning:
         """Record a finding and return it."""
         warning = JobWarning(code=code, severity=severity, message=message, fix=fix)
         self.warnings.append(warning)
@@ -74,14 +99,14 @@ class JobResult:
 
     def fail(self, message: str) -> None:
         """Mark the result failed with a one-line error message."""
-        self.status = "failed"
+        self.status = Status.FAILED
         self.error = message
 
-    def finish(self) -> "JobResult":
+    def finish(self) -> JobResult:
         """Stamp the finish time and settle the status of a dry run; return self."""
         self.finished_at = utc_now()
-        if self.dry_run and self.status == "ok":
-            self.status = "dry-run"
+        if self.dry_run and self.status == Status.OK:
+            self.status = Status.DRY_RUN
         return self
 
     @property
@@ -92,20 +117,20 @@ class JobResult:
         return round((self.finished_at - self.started_at).total_seconds(), 3)
 
     @property
-    def worst_severity(self) -> str | None:
+    def worst_severity(self) -> Severity | None:
         """The highest severity among the warnings, or None when there are none."""
         if not self.warnings:
             return None
-        return max((w.severity for w in self.warnings), key=SEVERITIES.index)
+        return max((warning.severity for warning in self.warnings), key=lambda s: s.rank)
 
     @property
     def exit_code(self) -> int:
         """The process exit code this result maps to (README, "Exit codes")."""
         if self.exit_code_override is not None:
             return self.exit_code_override
-        if self.status == "failed":
+        if self.status == Status.FAILED:
             return exit_codes.FAILED
-        if self.status == "skipped":
+        if self.status == Status.SKIPPED:
             return exit_codes.TEMPFAIL
         return exit_codes.OK
 
@@ -113,7 +138,7 @@ class JobResult:
         """Return the JSON contract of DESIGN section 3."""
         return {
             "job": self.job,
-            "status": self.status,
+            "status": str(self.status),
             "dry_run": self.dry_run,
             "started_at": isoformat(self.started_at),
             "finished_at": isoformat(self.finished_at),

@@ -1,31 +1,57 @@
-"""The runner: lock -> checkpoint-before-write hook -> job -> ledger row -> result (rendered by the CLI)."""
+"""The runner: options -> lock -> job (with the checkpoint-before-write hook) -> monitors -> ledger.
+
+The runner knows the job lifecycle only. What a job does, how a checkpoint is made and where
+monitoring goes are handed to it (`run_job`'s `job` and `hooks`) by the layer that wires the
+application (``mnemo_ops.jobs``), so the core imports no job and no domain package.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import os
 import signal
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Protocol
 
-from mnemo_ops.core import database, monitoring, state
-from mnemo_ops.core.checkpoints import pre_write_checkpoint
+from mnemo_ops import database
+from mnemo_ops.core import state
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import LockHeldError, MnemoOpsError
+from mnemo_ops.core.errors import JobTimeout, LockHeldError, MnemoOpsError
 from mnemo_ops.core.exit_codes import OK, USAGE
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.manifests import get_manifest
 from mnemo_ops.core.progress import ProgressReporter
-from mnemo_ops.core.results import JobResult
-from mnemo_ops.jobs import load_job
+from mnemo_ops.core.results import JobResult, Severity, Status
 from mnemo_ops.settings import Settings
 
 log = logging.getLogger("mnemo_ops")
 
 
-class JobTimeout(MnemoOpsError):
-    """The job ran past the timeout of its manifest."""
+class Monitor(Protocol):
+    """A monitoring hook: a plain module with a warning code and ``notify``."""
+
+    WARNING_CODE: str
+
+    def notify(self, settings: Settings, result: JobResult, phase: str) -> str | None:
+        """React to ``phase`` ("start" or "finish"); return a one-line problem or None."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunHooks:
+    """What the runner calls around a job; supplied by ``mnemo_ops.jobs``.
+
+    - `checkpoint(ctx) -> name`: the pre-write checkpoint, taken through ``ctx.before_write()``.
+    - `monitors`: told when the job starts and finishes.
+    - `preflight`: each ``check(ctx)`` runs after the lock is taken and before the job; raising
+      MnemoOpsError refuses the run with that error (and its exit code) before anything is written.
+      A check sees ``ctx.dry_run`` and ``ctx.manifest`` and decides whether it applies.
+    """
+
+    checkpoint: Callable[[JobContext], str | None] | None = None
+    monitors: Sequence[Monitor] = ()
+    preflight: Sequence[Callable[[JobContext], None]] = ()
 
 
 @contextmanager
@@ -56,72 +82,59 @@ def _record(settings: Settings, result: JobResult) -> None:
         state.record_run(ledger, result)
         ledger.close()
     except Exception as error:  # the ledger must never hide the job's own outcome
-        result.warn("ledger-write-failed", f"could not record the run in {settings.state_db_path}: {error}",
-                     severity="error")
+        result.warn(
+            "ledger-write-failed",
+            f"could not record the run in {settings.state_db_path}: {error}",
+            severity=Severity.ERROR,
+        )
 
 
-def _log_to_syslog(settings: Settings, result: JobResult) -> None:
-    """One line per run (and per warning) to the local syslog, when `monitoring.syslog` is on."""
-    if result.dry_run or not settings.option("monitoring.syslog"):
-        return
-    import logging.handlers
-
-    logger = logging.getLogger("mnemo_ops.syslog")
-    logger.propagate = False
-    if not logger.handlers:
-        address = "/dev/log" if os.path.exists("/dev/log") else ("localhost", 514)
-        handler = logging.handlers.SysLogHandler(address=address)
-        handler.setFormatter(logging.Formatter("mnemo-ops[%(process)d]: %(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-    changes = ", ".join(f"{name}={count}" for name, count in result.changes.items()) or "no changes"
-    level = logging.ERROR if result.status == "failed" else logging.INFO
-    logger.log(level, "%s %s in %.1fs: %s%s", result.job, result.status, result.duration_s, changes,
-               f"; error: {result.error}" if result.error else "")
-    for warning in result.warnings:
-        logger.log(logging.WARNING if warning.severity != "info" else logging.INFO,
-                   "%s %s %s: %s", result.job, warning.severity, warning.code, warning.message)
-
-
-def _notify(settings: Settings, result: JobResult, suffix: str | None = None) -> None:
+def _notify(settings: Settings, result: JobResult, monitors: Sequence[Monitor], phase: str) -> None:
+    """Call every monitor; a problem becomes an info warning, never a failure (skipped in dry runs)."""
     if result.dry_run:
         return
-    url = settings.job_option(result.job, "ping_url")
-    if suffix is None:  # the final ping, with the outcome, and the textfile
-        problem = monitoring.ping(url, monitoring.result_suffix(result), result.error or "")
+    for monitor in monitors:
         try:
-            monitoring.write_prometheus(settings.option("monitoring.prometheus_textfile_dir"), result)
-        except OSError as error:
-            result.warn("prometheus-write-failed", f"could not write the Prometheus textfile: {error}", "info")
-    else:
-        problem = monitoring.ping(url, suffix)
-    if problem:
-        result.warn("ping-failed", problem, severity="info")
+            problem = monitor.notify(settings, result, phase)
+        except Exception as error:  # a broken monitor must not fail the job it watches
+            problem = f"{type(error).__name__}: {error}"
+        if problem:
+            result.warn(monitor.WARNING_CODE, problem, severity=Severity.INFO)
 
 
 def run_job(
     settings: Settings,
     name: str,
+    job: Callable[[JobContext], Any],
+    *,
     dry_run: bool = False,
     force: bool = False,
     wait_s: float = 0.0,
     options: dict[str, Any] | None = None,
     show_progress: bool = True,
+    hooks: RunHooks = RunHooks(),
 ) -> JobResult:
-    """Run one job under the writer lock and return its finished result.
+    """Run `job` (the job's ``run(ctx)``) under the writer lock and return its finished result.
 
-    Expected problems before the job starts (unknown job, bad database) raise MnemoOpsError with
-    exit code 2; a held lock yields a ``skipped`` result (exit 75) with a ledger row.
+    Expected problems before the job starts (unknown job or option, bad database) raise
+    MnemoOpsError with exit code 2; a held lock yields a ``skipped`` result (exit 75) with a ledger row.
     """
     manifest = get_manifest(settings, name)
-    module = load_job(name)
+    run_options = settings.check_run_options(name, options or {})
+    settings = settings.with_run_options(name, run_options)
     result = JobResult(job=name, dry_run=dry_run, db=str(settings.db_path))
-    if not settings.job_option(name, "enabled", True) and not force:
-        result.status = "skipped"
+    if not settings.job_option(name, "enabled") and not force:
+        result.status = Status.SKIPPED
         result.exit_code_override = OK
-        result.warn("job-disabled", f"{name} is disabled in the config file (use --force to run it)", "info")
+        result.warn(
+            "job-disabled",
+            f"{name} is disabled in the config file (use --force to run it)",
+            Severity.INFO,
+        )
         return result.finish()
-    database.open_memory_db(settings.db_path, readonly=True).close()  # one-line exit 2 when unusable
+    database.open_memory_db(
+        settings.db_path, readonly=True
+    ).close()  # one-line exit 2 when unusable
 
     lock = None
     if manifest.needs_lock and not dry_run:
@@ -129,7 +142,7 @@ def run_job(
         try:
             lock.acquire()
         except LockHeldError as error:
-            result.status = "skipped"
+            result.status = Status.SKIPPED
             result.error = error.message
             result.stats["lock_holder"] = error.holder
             result.finish()
@@ -137,14 +150,22 @@ def run_job(
             return result
     try:
         context = JobContext(
-            settings=settings, manifest=manifest, dry_run=dry_run, result=result, force=force,
-            options=dict(options or {}), progress=ProgressReporter(show_progress),
-            checkpoint_hook=pre_write_checkpoint,
+            settings=settings,
+            manifest=manifest,
+            dry_run=dry_run,
+            result=result,
+            force=force,
+            options=settings.section(name),
+            run_options=run_options,
+            progress=ProgressReporter(show_progress),
+            checkpoint_hook=hooks.checkpoint,
         )
-        _notify(settings, result, "/start")
+        _notify(settings, result, hooks.monitors, "start")
         try:
+            for check in hooks.preflight:
+                check(context)
             with _time_limit(manifest.timeout):
-                module.run(context)
+                job(context)
         except MnemoOpsError as error:
             result.fail(error.message)
             if error.exit_code == USAGE:
@@ -153,9 +174,8 @@ def run_job(
             log.debug("job %s crashed", name, exc_info=True)
             result.fail(f"{type(error).__name__}: {error}")
         result.finish()
-        _notify(settings, result)
+        _notify(settings, result, hooks.monitors, "finish")
         _record(settings, result)
-        _log_to_syslog(settings, result)
     finally:
         if lock is not None:
             lock.release()

@@ -20,15 +20,26 @@ from typing import Any
 
 import sqlite_utils
 
-from mnemo_ops.core.results import JobResult, isoformat
+from mnemo_ops.core.clock import isoformat
+from mnemo_ops.core.results import JobResult
 
 
 def _migration_runs(db: sqlite_utils.Database) -> None:
     db["runs"].create(
         {
-            "id": int, "job": str, "status": str, "dry_run": int, "started_at": str,
-            "finished_at": str, "duration_s": float, "exit_code": int, "db": str,
-            "error": str, "warnings": int, "worst_severity": str, "result_json": str,
+            "id": int,
+            "job": str,
+            "status": str,
+            "dry_run": int,
+            "started_at": str,
+            "finished_at": str,
+            "duration_s": float,
+            "exit_code": int,
+            "db": str,
+            "error": str,
+            "warnings": int,
+            "worst_severity": str,
+            "result_json": str,
         },
         pk="id",
         if_not_exists=True,
@@ -82,20 +93,22 @@ def record_run(db: sqlite_utils.Database, result: JobResult) -> int:
     data = result.to_dict()
     with db.conn:
         table = db["runs"]
-        table.insert({
-            "job": result.job,
-            "status": result.status,
-            "dry_run": int(result.dry_run),
-            "started_at": data["started_at"],
-            "finished_at": data["finished_at"],
-            "duration_s": result.duration_s,
-            "exit_code": result.exit_code,
-            "db": result.db,
-            "error": result.error,
-            "warnings": len(result.warnings),
-            "worst_severity": result.worst_severity,
-            "result_json": json.dumps(data, sort_keys=True),
-        })
+        table.insert(
+            {
+                "job": result.job,
+                "status": result.status,
+                "dry_run": int(result.dry_run),
+                "started_at": data["started_at"],
+                "finished_at": data["finished_at"],
+                "duration_s": result.duration_s,
+                "exit_code": result.exit_code,
+                "db": result.db,
+                "error": result.error,
+                "warnings": len(result.warnings),
+                "worst_severity": result.worst_severity,
+                "result_json": json.dumps(data, sort_keys=True),
+            }
+        )
         return table.last_pk
 
 
@@ -120,6 +133,9 @@ def runs_since(db: sqlite_utils.Database | None, since: datetime) -> list[dict[s
     """Ledger rows started at or after `since`, oldest first."""
     if db is None or "runs" not in db.table_names():
         return []
-    return [dict(row) for row in db.query(
-        "SELECT * FROM runs WHERE started_at >= ? ORDER BY id", [isoformat(since)]
-    )]
+    return [
+        dict(row)
+        for row in db.query(
+            "SELECT * FROM runs WHERE started_at >= ? ORDER BY id", [isoformat(since)]
+        )
+    ]

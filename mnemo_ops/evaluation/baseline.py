@@ -15,11 +15,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.errors import MnemoOpsError, UsageError
 from mnemo_ops.core.exit_codes import USAGE
-from mnemo_ops.core.private_files import write_json_atomic
-from mnemo_ops.core.results import isoformat, utc_now
 from mnemo_ops.evaluation.evaluate import Evaluation
+from mnemo_ops.private_files import write_json_atomic
 
 FORMAT = 1
 DEFAULT_TOLERANCE = 0.02
@@ -63,11 +63,15 @@ def load_baseline(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UsageError(f"{path}: baseline not found (write one with: mnemo-ops eval baseline --out {path})") from None
+        raise UsageError(
+            f"{path}: baseline not found (write one with: mnemo-ops eval baseline --out {path})"
+        ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise UsageError(f"{path}: cannot read baseline: {error}") from None
     except json.JSONDecodeError as error:
-        raise UsageError(f"{path}: baseline is not valid JSON ({error.msg} at line {error.lineno})") from None
+        raise UsageError(
+            f"{path}: baseline is not valid JSON ({error.msg} at line {error.lineno})"
+        ) from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: baseline must be a JSON object")
     for field, kind in (("suite_sha256", str), ("k", int), ("metrics", dict), ("cases", dict)):
@@ -99,9 +103,16 @@ class Comparison:
     warnings: list[str]
 
 
-def compare(evaluation: Evaluation, baseline: dict[str, Any], baseline_path: Path, *,
-            tolerance: float = DEFAULT_TOLERANCE, tolerances: dict[str, Any] | None = None,
-            max_case_regressions: int = 0, allow_suite_change: bool = False) -> Comparison:
+def compare(
+    evaluation: Evaluation,
+    baseline: dict[str, Any],
+    baseline_path: Path,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    tolerances: dict[str, Any] | None = None,
+    max_case_regressions: int = 0,
+    allow_suite_change: bool = False,
+) -> Comparison:
     """Compare an evaluation with a baseline; raise SuiteChangedError / UsageError when they do not match."""
     warnings: list[str] = []
     if baseline["suite_sha256"] != evaluation.suite.sha256:
@@ -109,16 +120,25 @@ def compare(evaluation: Evaluation, baseline: dict[str, Any], baseline_path: Pat
             raise SuiteChangedError(
                 f"suite {evaluation.suite.path} changed since baseline {baseline_path} "
                 f"(sha256 {evaluation.suite.sha256[:12]} vs {baseline['suite_sha256'][:12]}); "
-                "write a new baseline, or pass --allow-suite-change")
-        warnings.append("the suite changed since the baseline (--allow-suite-change): only cases in both are compared")
+                "write a new baseline, or pass --allow-suite-change"
+            )
+        warnings.append(
+            "the suite changed since the baseline (--allow-suite-change): only cases in both are compared"
+        )
     if baseline["k"] != evaluation.k:
-        raise UsageError(f"{baseline_path}: baseline was measured at k={baseline['k']}, this run uses k={evaluation.k}")
+        raise UsageError(
+            f"{baseline_path}: baseline was measured at k={baseline['k']}, this run uses k={evaluation.k}"
+        )
     engine = baseline.get("engine") or {}
     engine_changed = engine.get("name") != evaluation.engine.get("name")
     if engine_changed:
-        warnings.append(f"engine differs from the baseline: {engine.get('name')} then, {evaluation.engine.get('name')} now")
+        warnings.append(
+            f"engine differs from the baseline: {engine.get('name')} then, {evaluation.engine.get('name')} now"
+        )
     elif engine.get("version") != evaluation.engine.get("version"):
-        warnings.append(f"engine version changed: {engine.get('version')} -> {evaluation.engine.get('version')}")
+        warnings.append(
+            f"engine version changed: {engine.get('version')} -> {evaluation.engine.get('version')}"
+        )
 
     tolerances = tolerances or {}
     drops, changes = [], {}
@@ -134,8 +154,15 @@ def compare(evaluation: Evaluation, baseline: dict[str, Any], baseline_path: Pat
         elif now < before - EPSILON:
             worse += 1
         if before - now > allowed + EPSILON:
-            drops.append({"metric": name, "baseline": before, "now": now,
-                          "drop": round(before - now, 6), "tolerance": allowed})
+            drops.append(
+                {
+                    "metric": name,
+                    "baseline": before,
+                    "now": now,
+                    "drop": round(before - now, 6),
+                    "tolerance": allowed,
+                }
+            )
 
     regressions, improvements = [], []
     for outcome in evaluation.outcomes:
@@ -143,19 +170,29 @@ def compare(evaluation: Evaluation, baseline: dict[str, Any], baseline_path: Pat
         if not isinstance(before, dict):
             continue
         if before.get("passed") and not outcome.score.passed:
-            regressions.append({
-                "id": outcome.case.id,
-                "query": outcome.case.query,
-                "category": outcome.case.category,
-                "expected": outcome.case.expected_text(),
-                "baseline_rank": before.get("rank"),
-                "got": [{"id": item.id, "content": item.content[:160]} for item in outcome.retrieved[:3]],
-            })
+            regressions.append(
+                {
+                    "id": outcome.case.id,
+                    "query": outcome.case.query,
+                    "category": outcome.case.category,
+                    "expected": outcome.case.expected_text(),
+                    "baseline_rank": before.get("rank"),
+                    "got": [
+                        {"id": item.id, "content": item.content[:160]}
+                        for item in outcome.retrieved[:3]
+                    ],
+                }
+            )
         elif not before.get("passed") and outcome.score.passed:
             improvements.append(outcome.case.id)
     regressed = bool(drops) or len(regressions) > max_case_regressions
     return Comparison(
-        metric_drops=drops, metric_changes=changes, case_regressions=regressions, case_improvements=improvements,
-        regressed=regressed, improved_everywhere=(not regressed and not regressions and worse == 0 and better > 0),
-        engine_changed=engine_changed, warnings=warnings,
+        metric_drops=drops,
+        metric_changes=changes,
+        case_regressions=regressions,
+        case_improvements=improvements,
+        regressed=regressed,
+        improved_everywhere=(not regressed and not regressions and worse == 0 and better > 0),
+        engine_changed=engine_changed,
+        warnings=warnings,
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mnemo_ops.engines import Engine, Query
 from mnemo_ops.evaluation import metrics
+from mnemo_ops.evaluation.engines.base import Engine, Query
 from mnemo_ops.evaluation.metrics import CaseScore, Retrieved
 from mnemo_ops.evaluation.suite import Case, Suite
 
@@ -33,18 +33,15 @@ class Evaluation:
     metrics: dict[str, float]
     per_category: dict[str, dict[str, Any]]
 
-    def case_ranks(self) -> dict[str, int | None]:
-        """Each case's hit rank (None: nothing relevant within its k)."""
-        return {outcome.case.id: outcome.score.hit_rank for outcome in self.outcomes}
-
     @property
     def passed(self) -> int:
         """How many cases found something relevant."""
         return sum(1 for outcome in self.outcomes if outcome.score.passed)
 
 
-def evaluate(suite: Suite, engine: Engine, k: int | None = None, progress=None,
-             default_k: int = DEFAULT_K) -> Evaluation:
+def evaluate(
+    suite: Suite, engine: Engine, k: int | None = None, progress=None, default_k: int = DEFAULT_K
+) -> Evaluation:
     """Recall every case of `suite` with `engine` and score it.
 
     The run's k is `k` (the command line), else the suite's own ``k``, else `default_k` (the
@@ -52,14 +49,24 @@ def evaluate(suite: Suite, engine: Engine, k: int | None = None, progress=None,
     under the run's ``@k`` names).
     """
     run_k = k or suite.k or default_k
-    queries = [Query(text=case.query, k=case.k or run_k, session=case.session) for case in suite.cases]
+    queries = [
+        Query(text=case.query, k=case.k or run_k, session=case.session) for case in suite.cases
+    ]
     ranked_lists = engine.recall_many(queries, progress=progress)
     outcomes = []
     for case, query, retrieved in zip(suite.cases, queries, ranked_lists):
-        score = metrics.score_case(case.id, case.category, case.relevant, case.expect, retrieved, query.k)
-        outcomes.append(CaseOutcome(case=case, score=score, retrieved=metrics.deduplicate(retrieved)[:query.k]))
+        score = metrics.score_case(
+            case.id, case.category, case.relevant, case.expect, retrieved, query.k
+        )
+        outcomes.append(
+            CaseOutcome(case=case, score=score, retrieved=metrics.deduplicate(retrieved)[: query.k])
+        )
     scores = [outcome.score for outcome in outcomes]
     return Evaluation(
-        suite=suite, engine=engine.describe(), k=run_k, outcomes=outcomes,
-        metrics=metrics.aggregate(scores, run_k), per_category=metrics.per_category(scores, run_k),
+        suite=suite,
+        engine=engine.describe(),
+        k=run_k,
+        outcomes=outcomes,
+        metrics=metrics.aggregate(scores, run_k),
+        per_category=metrics.per_category(scores, run_k),
     )

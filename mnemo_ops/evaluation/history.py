@@ -17,25 +17,53 @@ STATUSES = ("ok", "regressed", "no-baseline")
 def ensure_table(db: sqlite_utils.Database) -> None:
     """Create ``eval_history`` when it does not exist."""
     db[TABLE].create(
-        {"id": int, "run_at": str, "suite": str, "suite_sha256": str, "engine": str, "k": int,
-         "metrics_json": str, "regressions": int, "status": str},
-        pk="id", if_not_exists=True,
+        {
+            "id": int,
+            "run_at": str,
+            "suite": str,
+            "suite_sha256": str,
+            "engine": str,
+            "k": int,
+            "metrics_json": str,
+            "regressions": int,
+            "status": str,
+        },
+        pk="id",
+        if_not_exists=True,
     )
     db[TABLE].create_index(["run_at"], if_not_exists=True)
 
 
-def record(db: sqlite_utils.Database, *, run_at: str, suite: str, suite_sha256: str, engine: str, k: int,
-           metrics: dict[str, float], regressions: int, status: str) -> int:
+def record(
+    db: sqlite_utils.Database,
+    *,
+    run_at: str,
+    suite: str,
+    suite_sha256: str,
+    engine: str,
+    k: int,
+    metrics: dict[str, float],
+    regressions: int,
+    status: str,
+) -> int:
     """Append one history row; return its id."""
     if status not in STATUSES:
         raise ValueError(f"unknown eval status {status!r}")
     ensure_table(db)
     with db.conn:
         table = db[TABLE]
-        table.insert({
-            "run_at": run_at, "suite": suite, "suite_sha256": suite_sha256, "engine": engine, "k": k,
-            "metrics_json": json.dumps(metrics, sort_keys=True), "regressions": regressions, "status": status,
-        })
+        table.insert(
+            {
+                "run_at": run_at,
+                "suite": suite,
+                "suite_sha256": suite_sha256,
+                "engine": engine,
+                "k": k,
+                "metrics_json": json.dumps(metrics, sort_keys=True),
+                "regressions": regressions,
+                "status": status,
+            }
+        )
         return table.last_pk
 
 

@@ -32,7 +32,13 @@ from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.evaluation.suite import Case, write_jsonl
 
-LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+LOCOMO_CATEGORIES = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
 """LoCoMo's numeric categories, named as in the mem0 evaluation of the released file."""
 
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
@@ -99,10 +105,13 @@ def plan_locomo(path: Path, limit: int | None = None) -> Plan:
             raise UsageError(f"{where}: field 'conversation' must be an object")
         sample_id = str(sample.get("sample_id") or f"conv-{number}")
         speakers = {conversation.get("speaker_a"), conversation.get("speaker_b")} - {None}
-        sessions = sorted((int(match.group(1)), key) for key in conversation
-                          if (match := _SESSION_KEY.match(key)))
+        sessions = sorted(
+            (int(match.group(1)), key) for key in conversation if (match := _SESSION_KEY.match(key))
+        )
         if not sessions:
-            raise UsageError(f"{where}: no session_N lists (expected under 'conversation' or at the top level)")
+            raise UsageError(
+                f"{where}: no session_N lists (expected under 'conversation' or at the top level)"
+            )
         for session_number, key in sessions:
             turns_data = conversation[key]
             if not isinstance(turns_data, list):
@@ -119,14 +128,28 @@ def plan_locomo(path: Path, limit: int | None = None) -> Plan:
                 if not isinstance(text, str):
                     raise UsageError(f"{turn_where}: field 'text' must be a string")
                 if speakers and speaker not in speakers:
-                    raise UsageError(f"{turn_where}: speaker {speaker!r} is neither speaker_a nor speaker_b")
+                    raise UsageError(
+                        f"{turn_where}: speaker {speaker!r} is neither speaker_a nor speaker_b"
+                    )
                 content = f"{speaker}: {text}"
                 if turn.get("blip_caption"):
                     content += f" [shares a photo: {turn['blip_caption']}]"
-                turns.append({"key": f"{sample_id}/{dia_id}", "content": content, "source": "import",
-                              "metadata": {"benchmark": "locomo", "sample": sample_id, "dia_id": dia_id,
-                                           "session_date": date}})
-            plan.sessions.append({"session_id": f"{sample_id}-session_{session_number}", "turns": turns})
+                turns.append(
+                    {
+                        "key": f"{sample_id}/{dia_id}",
+                        "content": content,
+                        "source": "import",
+                        "metadata": {
+                            "benchmark": "locomo",
+                            "sample": sample_id,
+                            "dia_id": dia_id,
+                            "session_date": date,
+                        },
+                    }
+                )
+            plan.sessions.append(
+                {"session_id": f"{sample_id}-session_{session_number}", "turns": turns}
+            )
         questions = sample.get("qa") or []
         if not isinstance(questions, list):
             raise UsageError(f"{where}: field 'qa' must be a list")
@@ -140,12 +163,17 @@ def plan_locomo(path: Path, limit: int | None = None) -> Plan:
                 plan.skip("adversarial or without evidence")
                 continue
             answer = question.get("answer", question.get("adversarial_answer"))
-            plan.questions.append({
-                "id": f"{sample_id}-q{index}", "query": _text(question_where, question, "question"),
-                "keys": [f"{sample_id}/{dia_id}" for dia_id in evidence],
-                "category": LOCOMO_CATEGORIES.get(category, f"category-{category}") if category is not None else None,
-                "answer": None if answer is None else str(answer),
-            })
+            plan.questions.append(
+                {
+                    "id": f"{sample_id}-q{index}",
+                    "query": _text(question_where, question, "question"),
+                    "keys": [f"{sample_id}/{dia_id}" for dia_id in evidence],
+                    "category": LOCOMO_CATEGORIES.get(category, f"category-{category}")
+                    if category is not None
+                    else None,
+                    "answer": None if answer is None else str(answer),
+                }
+            )
     return plan
 
 
@@ -163,8 +191,14 @@ def plan_longmemeval(path: Path, limit: int | None = None) -> Plan:
         question_id = str(record.get("question_id") or f"q{number}")
         session_ids = record.get("haystack_session_ids")
         sessions = record.get("haystack_sessions")
-        if not isinstance(session_ids, list) or not isinstance(sessions, list) or len(session_ids) != len(sessions):
-            raise UsageError(f"{where}: 'haystack_session_ids' and 'haystack_sessions' must be lists of equal length")
+        if (
+            not isinstance(session_ids, list)
+            or not isinstance(sessions, list)
+            or len(session_ids) != len(sessions)
+        ):
+            raise UsageError(
+                f"{where}: 'haystack_session_ids' and 'haystack_sessions' must be lists of equal length"
+            )
         answer_sessions = {str(item) for item in record.get("answer_session_ids") or []}
         gold: list[str] = []
         for session_id, turns_data in zip(map(str, session_ids), sessions):
@@ -183,45 +217,75 @@ def plan_longmemeval(path: Path, limit: int | None = None) -> Plan:
                 all_keys.append(key)
                 if turn.get("has_answer"):
                     flagged.append(key)
-                turns.append({"key": key, "content": f"{role}: {content}", "source": "import",
-                              "metadata": {"benchmark": "longmemeval", "session": session_id, "turn": position}})
+                turns.append(
+                    {
+                        "key": key,
+                        "content": f"{role}: {content}",
+                        "source": "import",
+                        "metadata": {
+                            "benchmark": "longmemeval",
+                            "session": session_id,
+                            "turn": position,
+                        },
+                    }
+                )
             if session_id in answer_sessions:
-                gold.extend(flagged or all_keys)  # no turn flagged: the whole answer session is the evidence
+                gold.extend(
+                    flagged or all_keys
+                )  # no turn flagged: the whole answer session is the evidence
             if session_id not in stored:
                 stored.add(session_id)
                 plan.sessions.append({"session_id": session_id, "turns": turns})
         if not gold:
             plan.skip("no answer session in the haystack")
             continue
-        plan.questions.append({
-            "id": question_id, "query": _text(where, record, "question"), "keys": gold,
-            "category": str(record["question_type"]) if record.get("question_type") else None,
-            "answer": None if record.get("answer") is None else str(record["answer"]),
-        })
+        plan.questions.append(
+            {
+                "id": question_id,
+                "query": _text(where, record, "question"),
+                "keys": gold,
+                "category": str(record["question_type"]) if record.get("question_type") else None,
+                "answer": None if record.get("answer") is None else str(record["answer"]),
+            }
+        )
     return plan
 
 
 def _store(plan: Plan, db_path: Path, work_dir: Path, show_progress: bool) -> dict[str, str | None]:
     """Store every turn through Mnemosyne in a child process; return turn key -> memory id."""
-    from mnemo_ops.engines.mnemosyne import run_worker
+    from mnemo_ops.evaluation.engines.mnemosyne import run_worker
 
     data_dir = work_dir / "data"
     data_dir.mkdir(parents=True, mode=0o700)
     environment = dict(os.environ)
-    environment.update({"MNEMOSYNE_DATA_DIR": str(data_dir), "HERMES_HOME": str(work_dir / "hermes")})
-    request = {"mode": "store", "db_path": str(data_dir / "mnemosyne.db"), "sessions": plan.sessions}
+    environment.update(
+        {"MNEMOSYNE_DATA_DIR": str(data_dir), "HERMES_HOME": str(work_dir / "hermes")}
+    )
+    request = {
+        "mode": "store",
+        "db_path": str(data_dir / "mnemosyne.db"),
+        "sessions": plan.sessions,
+    }
     with ProgressReporter(show_progress).bar("storing turns", total=plan.turn_count) as bar:
         reply = run_worker(request, environment, progress=bar.advance)
     # link + unlink rather than a rename: never replace a file that appeared at db_path meanwhile.
     try:
         os.link(data_dir / "mnemosyne.db", db_path)
     except FileExistsError:
-        raise UsageError(f"{db_path}: appeared while importing; the import was not moved into place") from None
+        raise UsageError(
+            f"{db_path}: appeared while importing; the import was not moved into place"
+        ) from None
     return reply["ids"]
 
 
-def import_benchmark(kind: str, source: Path, db_path: Path, suite_path: Path, limit: int | None = None,
-                     show_progress: bool = False) -> dict[str, Any]:
+def import_benchmark(
+    kind: str,
+    source: Path,
+    db_path: Path,
+    suite_path: Path,
+    limit: int | None = None,
+    show_progress: bool = False,
+) -> dict[str, Any]:
     """Import a LoCoMo or LongMemEval file into a new database `db_path` and a suite `suite_path`."""
     planner = {"locomo": plan_locomo, "longmemeval": plan_longmemeval}.get(kind)
     if planner is None:
@@ -241,21 +305,35 @@ def import_benchmark(kind: str, source: Path, db_path: Path, suite_path: Path, l
     try:
         ids = _store(plan, db_path, work_dir, show_progress)
     finally:
-        shutil.rmtree(work_dir, ignore_errors=True)  # our own scratch folder (its Mnemosyne config.yaml)
+        shutil.rmtree(
+            work_dir, ignore_errors=True
+        )  # our own scratch folder (its Mnemosyne config.yaml)
     cases = []
     for question in plan.questions:
         relevant = list(dict.fromkeys(ids[key] for key in question["keys"] if ids.get(key)))
         if not relevant:
             plan.skip("evidence not stored (unknown dia_id or filtered turn)")
             continue
-        cases.append(Case(id=question["id"], query=question["query"], relevant=tuple(relevant),
-                          category=question["category"], answer=question["answer"]))
+        cases.append(
+            Case(
+                id=question["id"],
+                query=question["query"],
+                relevant=tuple(relevant),
+                category=question["category"],
+                answer=question["answer"],
+            )
+        )
     suite_path.parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(suite_path, cases)
     return {
-        "benchmark": kind, "source": str(source), "db": str(db_path), "suite": str(suite_path),
-        "sessions": len(plan.sessions), "turns": plan.turn_count,
+        "benchmark": kind,
+        "source": str(source),
+        "db": str(db_path),
+        "suite": str(suite_path),
+        "sessions": len(plan.sessions),
+        "turns": plan.turn_count,
         "turns_stored": sum(1 for value in ids.values() if value),
         "turns_filtered": sum(1 for value in ids.values() if not value),
-        "cases": len(cases), "skipped": plan.skipped,
+        "cases": len(cases),
+        "skipped": plan.skipped,
     }

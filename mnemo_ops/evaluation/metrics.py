@@ -58,7 +58,12 @@ class CaseScore:
 
     def values(self) -> dict[str, float]:
         """The four metrics by base name."""
-        return {"recall": self.recall, "recall_all": self.recall_all, "mrr": self.mrr, "ndcg": self.ndcg}
+        return {
+            "recall": self.recall,
+            "recall_all": self.recall_all,
+            "mrr": self.mrr,
+            "ndcg": self.ndcg,
+        }
 
 
 def matched_targets(memory: Retrieved, relevant: Sequence[str], expect: Sequence[str]) -> set[int]:
@@ -82,8 +87,14 @@ def deduplicate(results: Iterable[Retrieved]) -> list[Retrieved]:
     return unique
 
 
-def score_case(case_id: str, category: str | None, relevant: Sequence[str], expect: Sequence[str],
-               results: Iterable[Retrieved], k: int) -> CaseScore:
+def score_case(
+    case_id: str,
+    category: str | None,
+    relevant: Sequence[str],
+    expect: Sequence[str],
+    results: Iterable[Retrieved],
+    k: int,
+) -> CaseScore:
     """Score one ranked list against one case's targets at cutoff `k`."""
     relevant = list(dict.fromkeys(relevant))
     expect = list(dict.fromkeys(expect))
@@ -136,4 +147,6 @@ def per_category(scores: Sequence[CaseScore], k: int) -> dict[str, dict[str, Any
     groups: dict[str, list[CaseScore]] = {}
     for score in scores:
         groups.setdefault(score.category or "uncategorized", []).append(score)
-    return {name: {"cases": len(group), **aggregate(group, k)} for name, group in sorted(groups.items())}
+    return {
+        name: {"cases": len(group), **aggregate(group, k)} for name, group in sorted(groups.items())
+    }

@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-from mnemo_ops.checkpoints.files import sha256_file
 from mnemo_ops.core.errors import UsageError
 
 KNOWN_FIELDS = ("id", "query", "relevant", "expect", "session", "category", "k", "answer")
@@ -39,7 +38,9 @@ class Case:
 
     def expected_text(self) -> str:
         """What the case expects, for messages: the ids and the substrings."""
-        parts = [f"id {memory_id}" for memory_id in self.relevant] + [repr(text) for text in self.expect]
+        parts = [f"id {memory_id}" for memory_id in self.relevant] + [
+            repr(text) for text in self.expect
+        ]
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -65,17 +66,14 @@ class Suite:
     k: int | None = None
 
 
-def file_sha256(path: Path) -> str:
-    """sha256 of the file's bytes (what a baseline pins)."""
-    return sha256_file(path)
-
-
 def _string_list(where: str, name: str, value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str):
         value = [value]
-    if not isinstance(value, list) or not all(isinstance(item, (str, int)) and str(item).strip() for item in value):
+    if not isinstance(value, list) or not all(
+        isinstance(item, (str, int)) and str(item).strip() for item in value
+    ):
         raise UsageError(f"{where}: field '{name}' must be a list of non-empty strings")
     return tuple(str(item) for item in value)
 
@@ -86,7 +84,9 @@ def parse_case(where: str, data: Any) -> Case:
         raise UsageError(f"{where}: a case must be an object, got {type(data).__name__}")
     unknown = sorted(str(key) for key in data if key not in KNOWN_FIELDS)
     if unknown:
-        raise UsageError(f"{where}: unknown field '{unknown[0]}' (fields: {', '.join(KNOWN_FIELDS)})")
+        raise UsageError(
+            f"{where}: unknown field '{unknown[0]}' (fields: {', '.join(KNOWN_FIELDS)})"
+        )
     case_id = data.get("id")
     if not isinstance(case_id, (str, int)) or isinstance(case_id, bool) or not str(case_id).strip():
         raise UsageError(f"{where}: field 'id' is required (a non-empty string)")
@@ -96,7 +96,9 @@ def parse_case(where: str, data: Any) -> Case:
     relevant = _string_list(where, "relevant", data.get("relevant"))
     expect = _string_list(where, "expect", data.get("expect"))
     if not relevant and not expect:
-        raise UsageError(f"{where}: field 'relevant' or 'expect' is required (what counts as found)")
+        raise UsageError(
+            f"{where}: field 'relevant' or 'expect' is required (what counts as found)"
+        )
     k = data.get("k")
     if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k <= 0):
         raise UsageError(f"{where}: field 'k' must be a positive integer, got {k!r}")
@@ -135,12 +137,16 @@ def _yaml_cases(path: Path, text: str) -> tuple[list[Case], int | None]:
         if unknown:
             raise UsageError(f"{path}: unknown top-level key '{unknown[0]}' (keys: k, cases)")
         default_k = data.get("k")
-        if default_k is not None and (not isinstance(default_k, int) or isinstance(default_k, bool) or default_k <= 0):
+        if default_k is not None and (
+            not isinstance(default_k, int) or isinstance(default_k, bool) or default_k <= 0
+        ):
             raise UsageError(f"{path}: key 'k' must be a positive integer, got {default_k!r}")
         data = data.get("cases")
     if not isinstance(data, list):
         raise UsageError(f"{path}: a YAML suite is a list of cases (or a mapping with 'cases')")
-    return [parse_case(f"{path}: case {number}", item) for number, item in enumerate(data, start=1)], default_k
+    return [
+        parse_case(f"{path}: case {number}", item) for number, item in enumerate(data, start=1)
+    ], default_k
 
 
 def load_suite(path: str | Path) -> Suite:

@@ -30,7 +30,8 @@ from typing import Any
 
 import apsw
 
-from mnemo_ops.core import database
+from mnemo_ops import database
+from mnemo_ops.core.clock import local_now
 
 REVIEW_SAMPLE = 10
 """How many ids a finding names before it says "and N more"."""
@@ -92,11 +93,6 @@ class Audit:
         self.findings.append(Finding(code, severity, message, fix))
 
 
-def local_now() -> datetime:
-    """Mnemosyne stamps naive local time (``datetime.now().isoformat()``); so do we."""
-    return datetime.now()
-
-
 def mnemosyne_timestamp(moment: datetime) -> str:
     """The timestamp format CanonicalStore uses for valid_from/valid_until (naive local, seconds)."""
     return moment.isoformat(timespec="seconds")
@@ -138,9 +134,12 @@ def foreign_key_violations(connection: apsw.Connection, audit: Audit) -> None:
     for table, row_id, parent, _key in connection.execute("PRAGMA foreign_key_check"):
         per_table.setdefault(f"{table} -> {parent}", []).append(row_id)
     for relation, row_ids in sorted(per_table.items()):
-        audit.add("foreign-key-violation", "error",
-                  f"rows of {relation} whose parent row is missing: {len(row_ids)} (rowids {sample(row_ids)}); "
-                  "reported for review, nothing is removed")
+        audit.add(
+            "foreign-key-violation",
+            "error",
+            f"rows of {relation} whose parent row is missing: {len(row_ids)} (rowids {sample(row_ids)}); "
+            "reported for review, nothing is removed",
+        )
 
 
 def fts_consistency_error(connection: apsw.Connection, table: str, attempts: int = 8) -> str | None:
@@ -160,7 +159,9 @@ def fts_consistency_error(connection: apsw.Connection, table: str, attempts: int
             time.sleep(0.05 * attempt)
             continue
         try:
-            connection.execute(f'INSERT INTO "{table}"("{table}", rank) VALUES (\'integrity-check\', 1)')
+            connection.execute(
+                f'INSERT INTO "{table}"("{table}", rank) VALUES (\'integrity-check\', 1)'
+            )
             return None
         except apsw.CorruptError as error:
             return str(error)
@@ -172,7 +173,9 @@ def fts_consistency_error(connection: apsw.Connection, table: str, attempts: int
 # --- fts_working against working_memory --------------------------------------------------------
 
 
-def reconcile_fts_entries(entries: list[tuple[int, Any]], content: str | None) -> tuple[list[int], bool, str | None]:
+def reconcile_fts_entries(
+    entries: list[tuple[int, Any]], content: str | None
+) -> tuple[list[int], bool, str | None]:
     """Decide what one working id needs: (entry rowids to delete, insert a fresh entry?, kind).
 
     kind is "added" (no entry), "removed" (entries for a row that does not exist, or duplicates),
@@ -195,7 +198,9 @@ def _working_rows(connection: apsw.Connection) -> Iterator[tuple[str, str]]:
 
 
 def _fts_groups(connection: apsw.Connection) -> Iterator[tuple[str | None, list[tuple[int, Any]]]]:
-    rows = connection.execute("SELECT CAST(id AS TEXT), rowid, content FROM fts_working ORDER BY 1, 2")
+    rows = connection.execute(
+        "SELECT CAST(id AS TEXT), rowid, content FROM fts_working ORDER BY 1, 2"
+    )
     for key, group in itertools.groupby(rows, key=lambda row: row[0]):
         yield key, [(rowid, text) for _, rowid, text in group]
 
@@ -226,7 +231,11 @@ def plan_fts_working(connection: apsw.Connection) -> FtsWorkingPlan:
             continue
         plan.ids.append(memory_id)
         counts[kind] += len(deletions) if kind == "removed" else 1
-    plan.added, plan.removed, plan.reindexed = counts["added"], counts["removed"], counts["reindexed"]
+    plan.added, plan.removed, plan.reindexed = (
+        counts["added"],
+        counts["removed"],
+        counts["reindexed"],
+    )
     return plan
 
 
@@ -235,15 +244,27 @@ def fts_findings(audit: Audit, dry_run: bool) -> None:
     plan = audit.fts_working
     for count, code, what, action in (
         (plan.added, "fts-working-missing", "working rows missing from fts_working", "re-indexed"),
-        (plan.removed, "fts-working-stale", "fts_working entries without their row, or duplicated",
-         "removed (index data only)"),
-        (plan.reindexed, "fts-working-outdated", "fts_working entries whose text differs from the row", "re-indexed"),
+        (
+            plan.removed,
+            "fts-working-stale",
+            "fts_working entries without their row, or duplicated",
+            "removed (index data only)",
+        ),
+        (
+            plan.reindexed,
+            "fts-working-outdated",
+            "fts_working entries whose text differs from the row",
+            "re-indexed",
+        ),
     ):
         if count:
             audit.add(code, "warning", f"{what}: {count}; {outcome(action, dry_run)}")
     for table in audit.rebuild_tables:
-        audit.add(f"fts-{table.removeprefix('fts_')}-inconsistent", "error",
-                  f"{table}: FTS5 integrity-check failed; {outcome('rebuilt', dry_run)} with 'rebuild'")
+        audit.add(
+            f"fts-{table.removeprefix('fts_')}-inconsistent",
+            "error",
+            f"{table}: FTS5 integrity-check failed; {outcome('rebuilt', dry_run)} with 'rebuild'",
+        )
 
 
 # --- graph -------------------------------------------------------------------------------------
@@ -251,11 +272,23 @@ def fts_findings(audit: Audit, dry_run: bool) -> None:
 
 def _exists_clause(node: str, tables: set[str]) -> str:
     """SQL that is true when `node` names a row Mnemosyne can resolve (memory, gist or fact)."""
-    lookups = [(table, column) for table, column in (
-        ("working_memory", "id"), ("episodic_memory", "id"), ("memories", "id"), ("gists", "id"),
-        ("facts", "fact_id"),
-    ) if table in tables]
-    return " OR ".join(f"EXISTS (SELECT 1 FROM {table} WHERE {column} = {node})" for table, column in lookups) or "0"
+    lookups = [
+        (table, column)
+        for table, column in (
+            ("working_memory", "id"),
+            ("episodic_memory", "id"),
+            ("memories", "id"),
+            ("gists", "id"),
+            ("facts", "fact_id"),
+        )
+        if table in tables
+    ]
+    return (
+        " OR ".join(
+            f"EXISTS (SELECT 1 FROM {table} WHERE {column} = {node})" for table, column in lookups
+        )
+        or "0"
+    )
 
 
 def _known_memory_reference(connection: apsw.Connection, node: str, tables: set[str]) -> bool:
@@ -267,10 +300,18 @@ def _known_memory_reference(connection: apsw.Connection, node: str, tables: set[
     """
     if node.startswith(("gist_", "fact_")) or MEMORY_ID_SHAPE.match(node):
         return True
-    for table, column in (("memory_embeddings", "memory_id"), ("gists", "memory_id"),
-                          ("facts", "source_msg_id"), ("annotations", "memory_id")):
-        if table in tables and connection.execute(
-                f"SELECT 1 FROM {table} WHERE {column} = ? LIMIT 1", (node,)).fetchone():
+    for table, column in (
+        ("memory_embeddings", "memory_id"),
+        ("gists", "memory_id"),
+        ("facts", "source_msg_id"),
+        ("annotations", "memory_id"),
+    ):
+        if (
+            table in tables
+            and connection.execute(
+                f"SELECT 1 FROM {table} WHERE {column} = ? LIMIT 1", (node,)
+            ).fetchone()
+        ):
             return True
     return False
 
@@ -282,19 +323,25 @@ def dangling_graph_edges(connection: apsw.Connection, audit: Audit, tables: set[
     source_ok, target_ok = _exists_clause("e.source", tables), _exists_clause("e.target", tables)
     candidates = connection.execute(
         f"SELECT e.id, e.source, e.target, ({source_ok}), ({target_ok}) FROM graph_edges e "
-        f"WHERE NOT ({source_ok}) OR NOT ({target_ok}) ORDER BY e.id")
+        f"WHERE NOT ({source_ok}) OR NOT ({target_ok}) ORDER BY e.id"
+    )
     dangling, opaque = [], 0
     for edge_id, source, target, source_found, target_found in candidates:
-        ends = [node for node, found in ((source, source_found), (target, target_found)) if not found]
+        ends = [
+            node for node, found in ((source, source_found), (target, target_found)) if not found
+        ]
         if any(_known_memory_reference(connection, str(node), tables) for node in ends):
             dangling.append(edge_id)
         else:
             opaque += 1
     audit.stats["graph_opaque_edges"] = opaque
     if dangling:
-        audit.add("graph-dangling-edges", "warning",
-                  f"graph edges with an end (memory, gist or fact) that no longer exists: {len(dangling)} "
-                  f"(edge ids {sample(dangling)}); reported for review, never removed")
+        audit.add(
+            "graph-dangling-edges",
+            "warning",
+            f"graph edges with an end (memory, gist or fact) that no longer exists: {len(dangling)} "
+            f"(edge ids {sample(dangling)}); reported for review, never removed",
+        )
 
 
 # --- canonical facts and triples ---------------------------------------------------------------
@@ -309,54 +356,89 @@ def _close_chain(table: str, rows: list[tuple[int, str]]) -> list[Closure]:
     return [Closure(table, rows[index][0], rows[index + 1][1]) for index in range(len(rows) - 1)]
 
 
-def canonical_duplicates(connection: apsw.Connection, audit: Audit, tables: set[str], dry_run: bool) -> None:
+def canonical_duplicates(
+    connection: apsw.Connection, audit: Audit, tables: set[str], dry_run: bool
+) -> None:
     """Slots with more than one current row (only possible when idx_canonical_current is missing)."""
     if "canonical_facts" not in tables:
         return
-    slots = list(connection.execute(
-        "SELECT owner_id, category, name FROM canonical_facts WHERE valid_until IS NULL "
-        "GROUP BY owner_id, category, name HAVING count(*) > 1"))
+    slots = list(
+        connection.execute(
+            "SELECT owner_id, category, name FROM canonical_facts WHERE valid_until IS NULL "
+            "GROUP BY owner_id, category, name HAVING count(*) > 1"
+        )
+    )
     for owner, category, name in slots:
-        rows = list(connection.execute(
-            "SELECT id, valid_from FROM canonical_facts WHERE owner_id = ? AND category = ? AND name = ? "
-            "AND valid_until IS NULL ORDER BY julianday(valid_from), version, id", (owner, category, name)))
+        rows = list(
+            connection.execute(
+                "SELECT id, valid_from FROM canonical_facts WHERE owner_id = ? AND category = ? AND name = ? "
+                "AND valid_until IS NULL ORDER BY julianday(valid_from), version, id",
+                (owner, category, name),
+            )
+        )
         audit.canonical_closures.extend(_close_chain("canonical_facts", rows))
     if slots:
         ids = [closure.row_id for closure in audit.canonical_closures]
-        audit.add("canonical-duplicate-current", "error",
-                  f"canonical slots with more than one current row: {len(slots)} (Mnemosyne cannot re-create its "
-                  f"unique index while they exist); older rows {outcome('closed', dry_run)} at the newer one's "
-                  f"valid_from (canonical ids {sample(ids)})")
+        audit.add(
+            "canonical-duplicate-current",
+            "error",
+            f"canonical slots with more than one current row: {len(slots)} (Mnemosyne cannot re-create its "
+            f"unique index while they exist); older rows {outcome('closed', dry_run)} at the newer one's "
+            f"valid_from (canonical ids {sample(ids)})",
+        )
 
 
-def triple_invariants(connection: apsw.Connection, audit: Audit, tables: set[str],
-                      multi_valued: list[str], dry_run: bool) -> None:
+def triple_invariants(
+    connection: apsw.Connection,
+    audit: Audit,
+    tables: set[str],
+    multi_valued: list[str],
+    dry_run: bool,
+) -> None:
     """valid_from after valid_until (reported) and several open rows per (subject, predicate) (closed)."""
     if "triples" not in tables:
         return
-    inverted = [row[0] for row in connection.execute(
-        "SELECT id FROM triples WHERE valid_until IS NOT NULL AND valid_from IS NOT NULL "
-        "AND julianday(valid_until) < julianday(valid_from) ORDER BY id")]
+    inverted = [
+        row[0]
+        for row in connection.execute(
+            "SELECT id FROM triples WHERE valid_until IS NOT NULL AND valid_from IS NOT NULL "
+            "AND julianday(valid_until) < julianday(valid_from) ORDER BY id"
+        )
+    ]
     if inverted:
-        audit.add("triple-inverted-validity", "warning",
-                  f"triples whose valid_until is before their valid_from: {len(inverted)} (ids {sample(inverted)}); "
-                  "reported for review, the right dates cannot be guessed")
+        audit.add(
+            "triple-inverted-validity",
+            "warning",
+            f"triples whose valid_until is before their valid_from: {len(inverted)} (ids {sample(inverted)}); "
+            "reported for review, the right dates cannot be guessed",
+        )
     skip = ",".join("?" * len(multi_valued))
     exclusion = f"AND predicate NOT IN ({skip})" if multi_valued else ""
-    pairs = list(connection.execute(
-        f"SELECT subject, predicate FROM triples WHERE valid_until IS NULL {exclusion} "
-        "GROUP BY subject, predicate HAVING count(*) > 1", tuple(multi_valued)))
+    pairs = list(
+        connection.execute(
+            f"SELECT subject, predicate FROM triples WHERE valid_until IS NULL {exclusion} "
+            "GROUP BY subject, predicate HAVING count(*) > 1",
+            tuple(multi_valued),
+        )
+    )
     for subject, predicate in pairs:
-        rows = list(connection.execute(
-            "SELECT id, valid_from FROM triples WHERE subject = ? AND predicate = ? AND valid_until IS NULL "
-            "ORDER BY julianday(valid_from), id", (subject, predicate)))
+        rows = list(
+            connection.execute(
+                "SELECT id, valid_from FROM triples WHERE subject = ? AND predicate = ? AND valid_until IS NULL "
+                "ORDER BY julianday(valid_from), id",
+                (subject, predicate),
+            )
+        )
         audit.triple_closures.extend(_close_chain("triples", rows))
     if pairs:
         ids = [closure.row_id for closure in audit.triple_closures]
-        audit.add("triple-overlapping-open", "warning",
-                  f"(subject, predicate) pairs with several open triples: {len(pairs)}; older triples "
-                  f"{outcome('closed', dry_run)} at the newer one's valid_from (triple ids {sample(ids)}). List "
-                  "multi-valued predicates in monthly_maintenance.multi_valued_predicates to keep them open")
+        audit.add(
+            "triple-overlapping-open",
+            "warning",
+            f"(subject, predicate) pairs with several open triples: {len(pairs)}; older triples "
+            f"{outcome('closed', dry_run)} at the newer one's valid_from (triple ids {sample(ids)}). List "
+            "multi-valued predicates in monthly_maintenance.multi_valued_predicates to keep them open",
+        )
 
 
 # --- working memory ----------------------------------------------------------------------------
@@ -364,36 +446,55 @@ def triple_invariants(connection: apsw.Connection, audit: Audit, tables: set[str
 
 def superseded_by_missing(connection: apsw.Connection, audit: Audit, tables: set[str]) -> None:
     """Working rows whose superseded_by names no working, episodic or legacy memory."""
-    targets = " OR ".join(f"EXISTS (SELECT 1 FROM {table} t WHERE t.id = w.superseded_by)"
-                          for table in ("working_memory", "episodic_memory", "memories") if table in tables)
-    ids = [row[0] for row in connection.execute(
-        f"SELECT w.id FROM working_memory w WHERE w.superseded_by IS NOT NULL AND w.superseded_by != '' "
-        f"AND NOT ({targets}) ORDER BY w.id")]
+    targets = " OR ".join(
+        f"EXISTS (SELECT 1 FROM {table} t WHERE t.id = w.superseded_by)"
+        for table in ("working_memory", "episodic_memory", "memories")
+        if table in tables
+    )
+    ids = [
+        row[0]
+        for row in connection.execute(
+            f"SELECT w.id FROM working_memory w WHERE w.superseded_by IS NOT NULL AND w.superseded_by != '' "
+            f"AND NOT ({targets}) ORDER BY w.id"
+        )
+    ]
     if ids:
-        audit.add("working-superseded-by-missing", "warning",
-                  f"working rows superseded by a memory that does not exist: {len(ids)} (ids {sample(ids)}); "
-                  "reported for review")
+        audit.add(
+            "working-superseded-by-missing",
+            "warning",
+            f"working rows superseded by a memory that does not exist: {len(ids)} (ids {sample(ids)}); "
+            "reported for review",
+        )
 
 
 def orphaned_claims(connection: apsw.Connection, audit: Audit, stale_hours: int) -> None:
     """Rows claimed by a sleep pass that never wrote the episodic summary (the pass died)."""
     cutoff = (local_now() - timedelta(hours=stale_hours)).isoformat()
-    ids = [row[0] for row in connection.execute(
-        "SELECT wm.id FROM working_memory wm WHERE wm.consolidated_at IS NOT NULL "
-        "AND wm.consolidation_claimed_at IS NOT NULL AND julianday(wm.consolidation_claimed_at) < julianday(?) "
-        "AND NOT EXISTS (SELECT 1 FROM episodic_memory em "
-        "WHERE instr(',' || COALESCE(em.summary_of, '') || ',', ',' || wm.id || ',') > 0) ORDER BY wm.id",
-        (cutoff,))]
+    ids = [
+        row[0]
+        for row in connection.execute(
+            "SELECT wm.id FROM working_memory wm WHERE wm.consolidated_at IS NOT NULL "
+            "AND wm.consolidation_claimed_at IS NOT NULL AND julianday(wm.consolidation_claimed_at) < julianday(?) "
+            "AND NOT EXISTS (SELECT 1 FROM episodic_memory em "
+            "WHERE instr(',' || COALESCE(em.summary_of, '') || ',', ',' || wm.id || ',') > 0) ORDER BY wm.id",
+            (cutoff,),
+        )
+    ]
     if ids:
-        audit.add("consolidation-claim-orphaned", "warning",
-                  f"working rows claimed by a sleep pass over {stale_hours} h ago that no episodic summary holds: "
-                  f"{len(ids)} (ids {sample(ids)}); Mnemosyne's reclaim_orphans() releases them for the next sleep")
+        audit.add(
+            "consolidation-claim-orphaned",
+            "warning",
+            f"working rows claimed by a sleep pass over {stale_hours} h ago that no episodic summary holds: "
+            f"{len(ids)} (ids {sample(ids)}); Mnemosyne's reclaim_orphans() releases them for the next sleep",
+        )
 
 
 # --- canonical sweep ---------------------------------------------------------------------------
 
 
-def auto_lineages(connection: apsw.Connection, audit: Audit, tables: set[str], dry_run: bool) -> None:
+def auto_lineages(
+    connection: apsw.Connection, audit: Audit, tables: set[str], dry_run: bool
+) -> None:
     """Close current ``auto:<working id>`` facts whose source row is closed; report those whose row is gone."""
     if "canonical_facts" not in tables:
         return
@@ -402,7 +503,8 @@ def auto_lineages(connection: apsw.Connection, audit: Audit, tables: set[str], d
     rows = connection.execute(
         "SELECT c.id, c.valid_from, w.id, w.valid_until, w.superseded_by FROM canonical_facts c "
         "LEFT JOIN working_memory w ON w.id = substr(c.source, 6) "
-        "WHERE c.valid_until IS NULL AND substr(c.source, 1, 5) = 'auto:' ORDER BY c.id")
+        "WHERE c.valid_until IS NULL AND substr(c.source, 1, 5) = 'auto:' ORDER BY c.id"
+    )
     for fact_id, valid_from, working_id, working_until, superseded_by in rows:
         if working_id is None:
             missing.append(fact_id)
@@ -416,13 +518,19 @@ def auto_lineages(connection: apsw.Connection, audit: Audit, tables: set[str], d
         audit.lineage_closures.append(Closure("canonical_facts", fact_id, closing))
         closed_ids.append(fact_id)
     if closed_ids:
-        audit.add("auto-lineage-source-closed", "info",
-                  f"auto-promoted canonical facts whose source row is closed: {len(closed_ids)} (canonical ids "
-                  f"{sample(closed_ids)}); {outcome('closed', dry_run)}")
+        audit.add(
+            "auto-lineage-source-closed",
+            "info",
+            f"auto-promoted canonical facts whose source row is closed: {len(closed_ids)} (canonical ids "
+            f"{sample(closed_ids)}); {outcome('closed', dry_run)}",
+        )
     if missing:
-        audit.add("auto-lineage-source-missing", "info",
-                  f"auto-promoted canonical facts whose source row no longer exists: {len(missing)} (canonical ids "
-                  f"{sample(missing)}); kept, reported for review")
+        audit.add(
+            "auto-lineage-source-missing",
+            "info",
+            f"auto-promoted canonical facts whose source row no longer exists: {len(missing)} (canonical ids "
+            f"{sample(missing)}); kept, reported for review",
+        )
 
 
 def _not_after(connection: apsw.Connection, first: str, second: str) -> bool:
@@ -431,20 +539,30 @@ def _not_after(connection: apsw.Connection, first: str, second: str) -> bool:
     return bool(row[0])
 
 
-def unconfirmed_facts(connection: apsw.Connection, audit: Audit, tables: set[str], age_days: int) -> None:
+def unconfirmed_facts(
+    connection: apsw.Connection, audit: Audit, tables: set[str], age_days: int
+) -> None:
     """Old current facts nobody confirmed: auto-promoted, or stored with confidence below 1.0."""
     if "canonical_facts" not in tables:
         return
     cutoff = mnemosyne_timestamp(local_now() - timedelta(days=age_days))
     planned = {closure.row_id for closure in audit.lineage_closures}
-    ids = [row[0] for row in connection.execute(
-        "SELECT id FROM canonical_facts WHERE valid_until IS NULL AND julianday(valid_from) < julianday(?) "
-        "AND (substr(COALESCE(source, ''), 1, 5) = 'auto:' OR confidence < 1.0) ORDER BY id", (cutoff,))
-        if row[0] not in planned]
+    ids = [
+        row[0]
+        for row in connection.execute(
+            "SELECT id FROM canonical_facts WHERE valid_until IS NULL AND julianday(valid_from) < julianday(?) "
+            "AND (substr(COALESCE(source, ''), 1, 5) = 'auto:' OR confidence < 1.0) ORDER BY id",
+            (cutoff,),
+        )
+        if row[0] not in planned
+    ]
     if ids:
-        audit.add("canonical-unconfirmed-old", "info",
-                  f"current canonical facts older than {age_days} days never confirmed (auto-promoted or "
-                  f"confidence < 1.0): {len(ids)} (ids {sample(ids)}); kept, reported for review")
+        audit.add(
+            "canonical-unconfirmed-old",
+            "info",
+            f"current canonical facts older than {age_days} days never confirmed (auto-promoted or "
+            f"confidence < 1.0): {len(ids)} (ids {sample(ids)}); kept, reported for review",
+        )
 
 
 # --- vectors -----------------------------------------------------------------------------------
@@ -452,9 +570,13 @@ def unconfirmed_facts(connection: apsw.Connection, audit: Audit, tables: set[str
 
 def vector_tables(connection: apsw.Connection) -> list[str]:
     """Mnemosyne's sqlite-vec tables present in the schema (whether or not we can load vec0)."""
-    return [row[0] for row in connection.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('vec_working', 'vec_episodes') "
-        "AND sql LIKE '%USING vec0%' ORDER BY name")]
+    return [
+        row[0]
+        for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN ('vec_working', 'vec_episodes') "
+            "AND sql LIKE '%USING vec0%' ORDER BY name"
+        )
+    ]
 
 
 def missing_vectors(connection: apsw.Connection, audit: Audit, tables: set[str]) -> None:
@@ -464,18 +586,25 @@ def missing_vectors(connection: apsw.Connection, audit: Audit, tables: set[str])
     an empty memory_embeddings (Mnemosyne always creates it) means no model was ever used.
     """
     vec = vector_tables(connection)
-    has_fallback = "memory_embeddings" in tables and connection.execute(
-        "SELECT 1 FROM memory_embeddings LIMIT 1").fetchone() is not None
+    has_fallback = (
+        "memory_embeddings" in tables
+        and connection.execute("SELECT 1 FROM memory_embeddings LIMIT 1").fetchone() is not None
+    )
     audit.stats["vector_tables"] = vec + (["memory_embeddings"] if has_fallback else [])
     if not vec and not has_fallback:
         return
     if "memory_embeddings" not in tables:
         return
     now = local_now().isoformat()
-    audit.vectors_missing = [row[0] for row in connection.execute(
-        "SELECT w.id FROM working_memory w WHERE (w.superseded_by IS NULL OR w.superseded_by = '') "
-        "AND (w.valid_until IS NULL OR julianday(w.valid_until) > julianday(?)) "
-        "AND NOT EXISTS (SELECT 1 FROM memory_embeddings m WHERE m.memory_id = w.id) ORDER BY w.id", (now,))]
+    audit.vectors_missing = [
+        row[0]
+        for row in connection.execute(
+            "SELECT w.id FROM working_memory w WHERE (w.superseded_by IS NULL OR w.superseded_by = '') "
+            "AND (w.valid_until IS NULL OR julianday(w.valid_until) > julianday(?)) "
+            "AND NOT EXISTS (SELECT 1 FROM memory_embeddings m WHERE m.memory_id = w.id) ORDER BY w.id",
+            (now,),
+        )
+    ]
 
 
 def vector_findings(audit: Audit, dry_run: bool) -> None:
@@ -484,18 +613,28 @@ def vector_findings(audit: Audit, dry_run: bool) -> None:
     if not missing:
         return
     if audit.embedding_available:
-        audit.add("vectors-missing", "warning",
-                  f"live working rows without a vector: {len(missing)}; "
-                  f"{outcome('re-embedded', dry_run)} through Mnemosyne's embedding model")
+        audit.add(
+            "vectors-missing",
+            "warning",
+            f"live working rows without a vector: {len(missing)}; "
+            f"{outcome('re-embedded', dry_run)} through Mnemosyne's embedding model",
+        )
     else:
-        audit.add("vectors-missing-no-model", "warning",
-                  f"live working rows without a vector: {len(missing)} (ids {sample(missing)}); no embedding "
-                  "model is available to re-embed them: install fastembed or configure MNEMOSYNE_EMBEDDING_MODEL, "
-                  "then run monthly-maintenance again")
+        audit.add(
+            "vectors-missing-no-model",
+            "warning",
+            f"live working rows without a vector: {len(missing)} (ids {sample(missing)}); no embedding "
+            "model is available to re-embed them: install fastembed or configure MNEMOSYNE_EMBEDDING_MODEL, "
+            "then run monthly-maintenance again",
+        )
 
 
-def run_audit(connection: apsw.Connection, checker: apsw.Connection | None, options: dict[str, Any],
-              dry_run: bool) -> Audit:
+def run_audit(
+    connection: apsw.Connection,
+    checker: apsw.Connection | None,
+    options: dict[str, Any],
+    dry_run: bool,
+) -> Audit:
     """Run every read-only check after integrity_check passed; `checker` (writable) runs FTS5's integrity-check."""
     audit = Audit()
     tables = database.table_names(connection)
@@ -504,13 +643,22 @@ def run_audit(connection: apsw.Connection, checker: apsw.Connection | None, opti
         if table not in tables:
             continue
         if checker is None:
-            audit.add("fts-check-skipped", "info", f"{table}: FTS5 integrity-check needs a writable file")
+            audit.add(
+                "fts-check-skipped", "info", f"{table}: FTS5 integrity-check needs a writable file"
+            )
             continue
         try:
             if fts_consistency_error(checker, table) is not None:
                 audit.rebuild_tables.append(table)
-        except (apsw.ReadOnlyError, apsw.CantOpenError) as error:  # e.g. a dry run on a read-only mount
-            audit.add("fts-check-skipped", "info", f"{table}: FTS5 integrity-check needs a writable file ({error})")
+        except (
+            apsw.ReadOnlyError,
+            apsw.CantOpenError,
+        ) as error:  # e.g. a dry run on a read-only mount
+            audit.add(
+                "fts-check-skipped",
+                "info",
+                f"{table}: FTS5 integrity-check needs a writable file ({error})",
+            )
     if "fts_working" in tables:
         audit.fts_working = plan_fts_working(connection)
     fts_findings(audit, dry_run)

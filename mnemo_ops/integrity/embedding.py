@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.mnemosyne_api import point_environment_at
+from mnemo_ops.database.mnemosyne_api import point_environment_at
 
 
 @dataclasses.dataclass

@@ -13,7 +13,7 @@ from typing import Any
 
 import apsw
 
-from mnemo_ops.core import database
+from mnemo_ops.database import transactions
 from mnemo_ops.integrity.checks import Closure, FtsWorkingPlan, reconcile_fts_entries
 
 BATCH_SIZE = 500
@@ -22,8 +22,10 @@ EMBEDDING_BATCH_SIZE = 64
 
 def rebuild_fts(connection: apsw.Connection, table: str) -> None:
     """FTS5 ``rebuild``: re-derive the index from its content (external table, or its own copy)."""
-    database.write_batch(
-        connection, lambda conn: conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')'))
+    transactions.write_batch(
+        connection,
+        lambda conn: conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')'),
+    )
 
 
 def _reconcile_batch(connection: apsw.Connection, ids: list[str]) -> dict[str, int]:
@@ -32,38 +34,54 @@ def _reconcile_batch(connection: apsw.Connection, ids: list[str]) -> dict[str, i
     entries: dict[str, list[tuple[int, Any]]] = {memory_id: [] for memory_id in ids}
     # One scan of fts_working per batch: its id column is UNINDEXED, so a lookup per id would be a scan each.
     for memory_id, rowid, text in connection.execute(
-            f"SELECT CAST(id AS TEXT), rowid, content FROM fts_working WHERE CAST(id AS TEXT) IN ({marks})",
-            tuple(ids)):
+        f"SELECT CAST(id AS TEXT), rowid, content FROM fts_working WHERE CAST(id AS TEXT) IN ({marks})",
+        tuple(ids),
+    ):
         entries[memory_id].append((rowid, text))
     # working_memory.id has TEXT affinity, so a plain comparison uses its primary-key index.
-    contents = dict(connection.execute(
-        f"SELECT id, content FROM working_memory WHERE id IN ({marks})", tuple(ids)))
+    contents = dict(
+        connection.execute(
+            f"SELECT id, content FROM working_memory WHERE id IN ({marks})", tuple(ids)
+        )
+    )
     for memory_id in ids:
-        deletions, insert, kind = reconcile_fts_entries(sorted(entries[memory_id]), contents.get(memory_id))
+        deletions, insert, kind = reconcile_fts_entries(
+            sorted(entries[memory_id]), contents.get(memory_id)
+        )
         for rowid in deletions:
             connection.execute("DELETE FROM fts_working WHERE rowid = ?", (rowid,))
         if insert:
-            connection.execute("INSERT INTO fts_working(id, content) SELECT id, content FROM working_memory "
-                               "WHERE id = ?", (memory_id,))
+            connection.execute(
+                "INSERT INTO fts_working(id, content) SELECT id, content FROM working_memory "
+                "WHERE id = ?",
+                (memory_id,),
+            )
         if kind is not None:
             counts[kind] += len(deletions) if kind == "removed" else 1
     return counts
 
 
-def reconcile_fts_working(connection: apsw.Connection, plan: FtsWorkingPlan,
-                          advance: Callable[[int], None] = lambda n: None) -> dict[str, int]:
+def reconcile_fts_working(
+    connection: apsw.Connection,
+    plan: FtsWorkingPlan,
+    advance: Callable[[int], None] = lambda n: None,
+) -> dict[str, int]:
     """Bring fts_working in line with working_memory for the planned ids; return what was done."""
     totals = {"added": 0, "removed": 0, "reindexed": 0}
     if plan.null_id_rowids:
+
         def remove_null_ids(conn: apsw.Connection) -> int:
             removed = 0
             for rowid in plan.null_id_rowids:
                 conn.execute("DELETE FROM fts_working WHERE rowid = ? AND id IS NULL", (rowid,))
                 removed += conn.changes()
             return removed
-        totals["removed"] += database.write_batch(connection, remove_null_ids)
-    for batch in database.batched(plan.ids, BATCH_SIZE):
-        counts = database.write_batch(connection, lambda conn, batch=batch: _reconcile_batch(conn, batch))
+
+        totals["removed"] += transactions.write_batch(connection, remove_null_ids)
+    for batch in transactions.batched(plan.ids, BATCH_SIZE):
+        counts = transactions.write_batch(
+            connection, lambda conn, batch=batch: _reconcile_batch(conn, batch)
+        )
         for name, value in counts.items():
             totals[name] += value
         advance(len(batch))
@@ -76,18 +94,26 @@ def apply_closures(connection: apsw.Connection, closures: list[Closure]) -> int:
     def close(conn: apsw.Connection, batch: list[Closure]) -> int:
         closed = 0
         for closure in batch:
-            conn.execute(f'UPDATE "{closure.table}" SET valid_until = ? WHERE id = ? AND valid_until IS NULL',
-                         (closure.valid_until, closure.row_id))
+            conn.execute(
+                f'UPDATE "{closure.table}" SET valid_until = ? WHERE id = ? AND valid_until IS NULL',
+                (closure.valid_until, closure.row_id),
+            )
             closed += conn.changes()
         return closed
 
-    return sum(database.write_batch(connection, lambda conn, batch=batch: close(conn, batch))
-               for batch in database.batched(closures, BATCH_SIZE))
+    return sum(
+        transactions.write_batch(connection, lambda conn, batch=batch: close(conn, batch))
+        for batch in transactions.batched(closures, BATCH_SIZE)
+    )
 
 
-def reembed_working_rows(connection: apsw.Connection, memory_ids: list[str], embedder,
-                         advance: Callable[[int], None] = lambda n: None,
-                         batch_size: int = EMBEDDING_BATCH_SIZE) -> tuple[int, str | None]:
+def reembed_working_rows(
+    connection: apsw.Connection,
+    memory_ids: list[str],
+    embedder,
+    advance: Callable[[int], None] = lambda n: None,
+    batch_size: int = EMBEDDING_BATCH_SIZE,
+) -> tuple[int, str | None]:
     """Embed rows that still lack a vector and store them in memory_embeddings.
 
     Returns (rows stored, None) or, when the model fails part-way, (rows stored before, the error):
@@ -99,34 +125,41 @@ def reembed_working_rows(connection: apsw.Connection, memory_ids: list[str], emb
     to fill.
     """
     stored = 0
-    for batch in database.batched(memory_ids, batch_size):
+    for batch in transactions.batched(memory_ids, batch_size):
         marks = ",".join("?" * len(batch))
-        rows = list(connection.execute(
-            f"SELECT w.id, w.content FROM working_memory w WHERE w.id IN ({marks}) "
-            "AND NOT EXISTS (SELECT 1 FROM memory_embeddings m WHERE m.memory_id = w.id)", tuple(batch)))
+        rows = list(
+            connection.execute(
+                f"SELECT w.id, w.content FROM working_memory w WHERE w.id IN ({marks}) "
+                "AND NOT EXISTS (SELECT 1 FROM memory_embeddings m WHERE m.memory_id = w.id)",
+                tuple(batch),
+            )
+        )
         if rows:
             try:
                 vectors = embedder.embed([content for _, content in rows])
             except (RuntimeError, ValueError, OSError) as error:
                 return stored, str(error)
 
-            def store(conn: apsw.Connection) -> int:
+            def store(conn: apsw.Connection, rows=rows, vectors=vectors) -> int:
                 written = 0
                 for (memory_id, _), vector_json in zip(rows, vectors):
                     conn.execute(
                         "INSERT INTO memory_embeddings (memory_id, embedding_json, model) SELECT ?, ?, ? "
                         "WHERE EXISTS (SELECT 1 FROM working_memory WHERE id = ?) "
                         "AND NOT EXISTS (SELECT 1 FROM memory_embeddings WHERE memory_id = ?)",
-                        (memory_id, vector_json, embedder.model, memory_id, memory_id))
+                        (memory_id, vector_json, embedder.model, memory_id, memory_id),
+                    )
                     written += conn.changes()
                 return written
 
-            stored += database.write_batch(connection, store)
+            stored += transactions.write_batch(connection, store)
         advance(len(batch))
     return stored, None
 
 
-def optimize(connection: apsw.Connection, fts_tables: list[str], merge_pages: int, max_steps: int) -> dict[str, Any]:
+def optimize(
+    connection: apsw.Connection, fts_tables: list[str], merge_pages: int, max_steps: int
+) -> dict[str, Any]:
     """PRAGMA optimize, FTS5 'merge' in bounded steps (each its own short transaction), WAL checkpoint.
 
     A 'merge' step that changes fewer than 2 rows found nothing left to merge (FTS5 documentation).
@@ -139,23 +172,30 @@ def optimize(connection: apsw.Connection, fts_tables: list[str], merge_pages: in
         report["optimize"] = "skipped: database busy"
     merges: dict[str, int | str] = {}
     for table in fts_tables:
+
         def merge(conn: apsw.Connection, table: str = table) -> int:
             before = conn.total_changes()
-            conn.execute(f'INSERT INTO "{table}"("{table}", rank) VALUES (\'merge\', ?)', (merge_pages,))
+            conn.execute(
+                f'INSERT INTO "{table}"("{table}", rank) VALUES (\'merge\', ?)', (merge_pages,)
+            )
             return conn.total_changes() - before
 
         steps = 0
         try:
             while steps < max_steps:
                 steps += 1
-                if database.write_batch(connection, merge) < 2:
+                if transactions.write_batch(connection, merge) < 2:
                     break
             merges[table] = steps
         except apsw.BusyError:  # merging is an optimisation; a busy agent wins
             merges[table] = f"stopped after {steps - 1} steps: database busy"
     report["fts_merge_steps"] = merges
     busy, log_frames, checkpointed = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    report["wal_checkpoint"] = {"busy": busy, "log_frames": log_frames, "checkpointed_frames": checkpointed}
+    report["wal_checkpoint"] = {
+        "busy": busy,
+        "log_frames": log_frames,
+        "checkpointed_frames": checkpointed,
+    }
     return report
 
 

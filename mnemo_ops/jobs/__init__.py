@@ -1,33 +1,67 @@
-"""One module per job, each with ``run(ctx) -> JobResult``; a job without a module is not implemented."""
+"""The jobs: one thin module per job, each with ``run(ctx) -> JobResult``, and the wiring that runs them.
+
+This package is where the application is put together: the runner of ``mnemo_ops.core`` gets the
+job's function, the pre-write checkpoint of ``mnemo_ops.checkpoints`` and the monitoring hooks, so
+the core never imports a job or a domain package. Commands call `run_job` here.
+"""
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
+from mnemo_ops import monitoring
+from mnemo_ops.checkpoints import pre_write
+from mnemo_ops.core import runner
 from mnemo_ops.core.errors import UsageError
-from mnemo_ops.core.manifests import JOB_NAMES
+from mnemo_ops.core.manifests import load_manifests
+from mnemo_ops.core.results import JobResult
+from mnemo_ops.settings import JOB_NAMES, Settings
 
-
-def module_name(job: str) -> str:
-    """The module that implements `job` (``memory-maintain`` -> ``mnemo_ops.jobs.memory_maintain``)."""
-    return f"mnemo_ops.jobs.{job.replace('-', '_')}"
+HOOKS = runner.RunHooks(checkpoint=pre_write.take_for_job, monitors=monitoring.HOOKS)
 
 
 def is_implemented(job: str) -> bool:
-    """True when the job's module exists."""
-    return importlib.util.find_spec(module_name(job)) is not None
+    """True when `job` has a module."""
+    return job in JOB_NAMES and load_manifests()[job].implemented
 
 
 def implemented_jobs() -> list[str]:
     """The jobs that have a module, in schedule order."""
-    return [job for job in JOB_NAMES if is_implemented(job)]
+    return [name for name, manifest in load_manifests().items() if manifest.implemented]
 
 
 def load_job(job: str) -> ModuleType:
     """Import the job's module; UsageError (exit 2) when it is unknown or not written yet."""
     if job not in JOB_NAMES:
         raise UsageError(f"unknown job {job!r}; jobs are: {', '.join(JOB_NAMES)}")
-    if not is_implemented(job):
+    manifest = load_manifests()[job]
+    if not manifest.implemented:
         raise UsageError(f"job {job!r} is not implemented yet in this version of mnemo-ops")
-    return importlib.import_module(module_name(job))
+    return importlib.import_module(manifest.module)
+
+
+def run_job(
+    settings: Settings,
+    name: str,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    wait_s: float = 0.0,
+    options: dict[str, Any] | None = None,
+    show_progress: bool = True,
+) -> JobResult:
+    """Run job `name` now through the runner (see ``mnemo_ops.core.runner.run_job``)."""
+    module = load_job(name)
+    return runner.run_job(
+        settings,
+        name,
+        module.run,
+        dry_run=dry_run,
+        force=force,
+        wait_s=wait_s,
+        options=options,
+        show_progress=show_progress,
+        hooks=HOOKS,
+    )

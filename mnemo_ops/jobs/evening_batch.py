@@ -15,14 +15,20 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from mnemo_ops.consolidation import episodic
+from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import ConfigError, MnemoOpsError
-from mnemo_ops.core.results import JobResult, isoformat, utc_now
-from mnemo_ops.core.runner import JobTimeout
+from mnemo_ops.core.errors import JobTimeout, MnemoOpsError
+from mnemo_ops.core.results import JobResult
 from mnemo_ops.topics import freshness, report, seeds, store
 from mnemo_ops.topics.changes import diff_since_map
-from mnemo_ops.topics.clustering import (MapChanges, MapOptions, TermExtractor, TopicMap, build_full,
-                                         update_incremental)
+from mnemo_ops.topics.clustering import (
+    MapChanges,
+    MapOptions,
+    TermExtractor,
+    TopicMap,
+    build_full,
+    update_incremental,
+)
 from mnemo_ops.topics.memories import LiveMemory, canonical_backed_keys, load_live_memories
 
 
@@ -43,25 +49,22 @@ class Step:
     function: Callable[[JobContext, BatchState], None]
 
 
-def _option(ctx: JobContext, key: str, default: Any) -> Any:
-    return ctx.settings.option(f"evening_batch.{key}", default)
-
-
 def map_options(ctx: JobContext) -> MapOptions:
     """The topic-map tuning from the config file."""
     return MapOptions(
-        min_topic_size=int(_option(ctx, "min_topic_size", 3)),
-        terms_per_memory=int(_option(ctx, "terms_per_memory", 8)),
-        max_topic_share=float(_option(ctx, "max_topic_share", 0.2)),
-        label_similarity=float(_option(ctx, "label_similarity", 85)),
+        min_topic_size=int(ctx.options["min_topic_size"]),
+        terms_per_memory=int(ctx.options["terms_per_memory"]),
+        max_topic_share=float(ctx.options["max_topic_share"]),
+        label_similarity=float(ctx.options["label_similarity"]),
     )
 
 
 # --- step 1: consolidation -------------------------------------------------------------------------
 
+
 def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
     """Mnemosyne's own ``sleep_all_sessions`` (with ``reclaim_orphans`` first), counts into `changes`."""
-    stale_seconds = int(_option(ctx, "reclaim_stale_seconds", 3600))
+    stale_seconds = int(ctx.options["reclaim_stale_seconds"])
     connection = ctx.open_db(readonly=True)
     try:
         pending = episodic.pending_work(connection, stale_seconds)
@@ -75,23 +78,46 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
     if not ctx.dry_run:
         ctx.before_write()
     summary = episodic.run_sleep(
-        ctx.settings.db_path, ctx.settings.hermes_home, dry_run=ctx.dry_run,
-        model=str(_option(ctx, "consolidation_model", "auto")), reclaim_stale_seconds=stale_seconds,
+        ctx.settings.db_path,
+        ctx.settings.hermes_home,
+        dry_run=ctx.dry_run,
+        model=str(ctx.options["consolidation_model"]),
+        reclaim_stale_seconds=stale_seconds,
         timeout_s=ctx.manifest.timeout,
     )
-    for name in ("items_consolidated", "summaries_created", "claims_reclaimed", "conflicts_resolved",
-                 "episodic_degraded"):
+    for name in (
+        "items_consolidated",
+        "summaries_created",
+        "claims_reclaimed",
+        "conflicts_resolved",
+        "episodic_degraded",
+    ):
         ctx.count(name, int(summary.get(name, 0) or 0))
-    ctx.result.stats["consolidation"].update({
-        key: summary.get(key) for key in ("status", "model", "methods", "sessions_scanned", "sessions_consolidated",
-                                          "llm_used", "model_refresh")
-    })
+    ctx.result.stats["consolidation"].update(
+        {
+            key: summary.get(key)
+            for key in (
+                "status",
+                "model",
+                "methods",
+                "sessions_scanned",
+                "sessions_consolidated",
+                "llm_used",
+                "model_refresh",
+            )
+        }
+    )
     if summary.get("errors"):
-        details = "; ".join(f"{item.get('session_id')}: {item.get('error')}" for item in summary["errors"])
-        raise MnemoOpsError(f"Mnemosyne sleep failed for {len(summary['errors'])} session(s): {details}")
+        details = "; ".join(
+            f"{item.get('session_id')}: {item.get('error')}" for item in summary["errors"]
+        )
+        raise MnemoOpsError(
+            f"Mnemosyne sleep failed for {len(summary['errors'])} session(s): {details}"
+        )
 
 
 # --- step 2: topic map -----------------------------------------------------------------------------
+
 
 def topic_map_step(ctx: JobContext, batch: BatchState) -> None:
     """Cluster live memories by salient terms; incremental unless ``--rebuild`` or too much changed."""
@@ -99,32 +125,44 @@ def topic_map_step(ctx: JobContext, batch: BatchState) -> None:
     with _open_state(ctx) as db:
         connection = ctx.open_db(readonly=True)
         try:
-            rebuild = bool(ctx.options.get("rebuild"))
+            rebuild = ctx.options["rebuild"]
             diff = diff_since_map(connection, ctx.settings.state_db_path)
             previous = store.load_map(db, with_members=rebuild) if diff is not None else None
             extractor = TermExtractor(connection)
-            if rebuild or previous is None or diff.share > float(_option(ctx, "stale_fraction", 0.10)):
+            if rebuild or previous is None or diff.share > float(ctx.options["stale_fraction"]):
                 if previous is not None and not rebuild:
-                    previous = store.load_map(db, with_members=True)  # to count what the rebuild changes
+                    previous = store.load_map(
+                        db, with_members=True
+                    )  # to count what the rebuild changes
                 memories = load_live_memories(connection)
                 batch.memories = memories
                 with ctx.progress.bar("topic map: salient terms", total=len(memories)) as bar:
-                    topic_map, changes = build_full(memories, extractor, options, previous, progress=bar)
+                    topic_map, changes = build_full(
+                        memories, extractor, options, previous, progress=bar
+                    )
             else:
                 topic_map, changes = update_incremental(previous, diff, extractor, options)
         finally:
             connection.close()
         batch.topic_map, batch.changes = topic_map, changes
         ctx.result.stats["topic_map"] = {
-            "mode": changes.mode, "live_memories": changes.live_memories, "changed_memories": changes.changed_memories,
-            "removed_memories": changes.removed_memories, "topics": len(topic_map.topics),
+            "mode": changes.mode,
+            "live_memories": changes.live_memories,
+            "changed_memories": changes.changed_memories,
+            "removed_memories": changes.removed_memories,
+            "topics": len(topic_map.topics),
             "unclustered": sum(1 for label in topic_map.assignments.values() if label is None),
         }
-        nothing_new = changes.mode == "incremental" and not changes.changed_keys and not changes.removed_keys
+        nothing_new = (
+            changes.mode == "incremental" and not changes.changed_keys and not changes.removed_keys
+        )
         ctx.count("topics_created", len(changes.created))
         ctx.count("topics_updated", len(changes.updated))
         ctx.count("topics_removed", len(changes.removed))
-        ctx.count("memories_mapped", 0 if nothing_new else len(changes.changed_keys) + len(changes.removed_keys))
+        ctx.count(
+            "memories_mapped",
+            0 if nothing_new else len(changes.changed_keys) + len(changes.removed_keys),
+        )
         if nothing_new or ctx.dry_run:
             return
         store.save_map(db, topic_map, changes, options.label_terms, isoformat(utc_now()))
@@ -133,6 +171,7 @@ def topic_map_step(ctx: JobContext, batch: BatchState) -> None:
 
 # --- step 3: seed map ------------------------------------------------------------------------------
 
+
 def seed_map_step(ctx: JobContext, batch: BatchState) -> None:
     """Per topic its strongest memories: canonical-backed first, then importance, recall count, recency."""
     with _open_state(ctx) as db:
@@ -140,13 +179,17 @@ def seed_map_step(ctx: JobContext, batch: BatchState) -> None:
         try:
             assignments = _current_assignments(db, batch)
             if assignments is None:
-                ctx.warn("seed-map-skipped", "no topic map to build the seed map on", severity="info")
+                ctx.warn(
+                    "seed-map-skipped", "no topic map to build the seed map on", severity="info"
+                )
                 return
             memories = batch.memories or load_live_memories(connection)
             backed = canonical_backed_keys(connection, memories)
         finally:
             connection.close()
-        fresh = seeds.build_seed_map(assignments, memories, backed, int(_option(ctx, "seeds_per_topic", 5)))
+        fresh = seeds.build_seed_map(
+            assignments, memories, backed, int(ctx.options["seeds_per_topic"])
+        )
         changed, removed = seeds.seed_changes(store.load_seeds(db), fresh)
         ctx.result.stats["seed_map"] = {"topics": len(fresh), "canonical_backed": len(backed)}
         ctx.count("seed_topics_updated", len(changed))
@@ -165,14 +208,19 @@ def _current_assignments(db, batch: BatchState) -> dict[str, str | None] | None:
     if store.load_build(db, store.TOPIC_MAP) is None:
         return None
     assignments = store.load_assignments(db)
-    if batch.topic_map is not None and batch.changes is not None:  # a dry run did not store its update
+    if (
+        batch.topic_map is not None and batch.changes is not None
+    ):  # a dry run did not store its update
         for key in batch.changes.removed_keys:
             assignments.pop(key, None)
-        assignments.update({key: batch.topic_map.assignments.get(key) for key in batch.changes.changed_keys})
+        assignments.update(
+            {key: batch.topic_map.assignments.get(key) for key in batch.changes.changed_keys}
+        )
     return assignments
 
 
 # --- step 4: freshness -----------------------------------------------------------------------------
+
 
 def freshness_step(ctx: JobContext, batch: BatchState) -> None:
     """Warn about stale maps (e.g. after a failed step) and memory-block entries of superseded facts."""
@@ -180,13 +228,20 @@ def freshness_step(ctx: JobContext, batch: BatchState) -> None:
         connection = ctx.open_db(readonly=True)
         try:
             findings, figures = freshness.map_staleness(
-                diff_since_map(connection, ctx.settings.state_db_path), store.load_build(db, store.TOPIC_MAP),
-                store.load_build(db, store.SEED_MAP), float(_option(ctx, "stale_fraction", 0.10)))
+                diff_since_map(connection, ctx.settings.state_db_path),
+                store.load_build(db, store.TOPIC_MAP),
+                store.load_build(db, store.SEED_MAP),
+                float(ctx.options["stale_fraction"]),
+            )
             if ctx.dry_run and batch.topic_map is not None:
                 # A dry run computed the maps without storing them: the real run would leave them fresh.
                 findings = []
-            findings += freshness.stale_block_entries(connection, ctx.settings.memory_blocks_dir, ctx.settings.owner,
-                                                      float(_option(ctx, "block_match_similarity", 85)))
+            findings += freshness.stale_block_entries(
+                connection,
+                ctx.settings.memory_blocks_dir,
+                ctx.settings.owner,
+                float(ctx.options["block_match_similarity"]),
+            )
         finally:
             connection.close()
     ctx.result.stats["freshness"] = figures
@@ -252,9 +307,4 @@ def run_steps(ctx: JobContext, steps: tuple[Step, ...] = STEPS) -> JobResult:
 
 def run(ctx: JobContext) -> JobResult:
     """Run the evening batch (see the module docstring)."""
-    model = _option(ctx, "consolidation_model", "auto")
-    if model not in episodic.MODELS:
-        where = ctx.settings.config_file or "the config file"
-        raise ConfigError(f"{where}: key 'evening_batch.consolidation_model' must be one of "
-                          f"{', '.join(episodic.MODELS)}, got {model!r}")
     return run_steps(ctx)

@@ -1,45 +1,31 @@
 """memory-maintain: the canonical promotion backstop, then orphan linking (DESIGN section 4).
 
-Options (config section ``memory_maintain``, or ``--option KEY=VALUE`` for one run): ``k`` (edges
-per orphan, default 3), ``min_score`` (bm25 floor relative to the row's own score, 0..1, default
-0.3), ``max_rows`` (orphans examined per run, default 20000; the next run resumes where this one
-stopped), ``batch_size`` (rows per write transaction, default 500).
+Options: the ``memory_maintain`` section of the settings schema (``k``, ``min_score``,
+``max_rows_per_run``, ``batch_size``), also as ``--option KEY=VALUE`` for one run.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mnemo_ops.core import canonical_backstop, canonical_trigger, database, orphan_linking
+from mnemo_ops import database
+from mnemo_ops.canonical import backstop, trigger
+from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import UsageError
-from mnemo_ops.core.results import JobResult, isoformat, utc_now
+from mnemo_ops.core.results import JobResult
+from mnemo_ops.linking import orphans
 
 CURSOR_TABLE = "memory_maintain_cursor"
 
 
-def link_options(ctx: JobContext) -> orphan_linking.LinkOptions:
-    """Linking options: ``--option`` values over the config section over the defaults."""
-    settings = ctx.settings
-    configured = {
-        "k": settings.option("memory_maintain.k", 3),
-        "min_score": settings.option("memory_maintain.min_score", 0.3),
-        "max_rows": settings.option("memory_maintain.max_rows_per_run", 20000),
-        "batch_size": settings.option("memory_maintain.batch_size", 500),
-    }
-    kinds = {"k": int, "min_score": float, "max_rows": int, "batch_size": int}
-    for key, raw in ctx.options.items():
-        if key not in kinds:
-            raise UsageError(f"memory-maintain has no option {key!r}; options are: {', '.join(kinds)}")
-        try:
-            configured[key] = kinds[key](raw)
-        except (TypeError, ValueError):
-            raise UsageError(f"--option {key}= must be a number, got {raw!r}") from None
-    if configured["k"] <= 0 or configured["max_rows"] <= 0 or configured["batch_size"] <= 0:
-        raise UsageError("k, max_rows and batch_size must be greater than 0")
-    if not 0 <= configured["min_score"] <= 1:
-        raise UsageError(f"min_score must be between 0 and 1, got {configured['min_score']}")
-    return orphan_linking.LinkOptions(**configured)
+def link_options(ctx: JobContext) -> orphans.LinkOptions:
+    """Linking options from the job's resolved section (``--option`` over config over defaults)."""
+    return orphans.LinkOptions(
+        k=ctx.options["k"],
+        min_score=ctx.options["min_score"],
+        max_rows=ctx.options["max_rows_per_run"],
+        batch_size=ctx.options["batch_size"],
+    )
 
 
 def _read_cursor(ctx: JobContext) -> str:
@@ -49,7 +35,11 @@ def _read_cursor(ctx: JobContext) -> str:
     try:
         if CURSOR_TABLE not in state.table_names():
             return ""
-        rows = list(state.query(f"SELECT last_id FROM {CURSOR_TABLE} WHERE db = ?", [str(ctx.settings.db_path)]))
+        rows = list(
+            state.query(
+                f"SELECT last_id FROM {CURSOR_TABLE} WHERE db = ?", [str(ctx.settings.db_path)]
+            )
+        )
         return rows[0]["last_id"] if rows else ""
     finally:
         state.close()
@@ -58,65 +48,94 @@ def _read_cursor(ctx: JobContext) -> str:
 def _cursor_writer(ctx: JobContext):
     """A function saving the cursor to state.db after each committed batch (real runs only)."""
     state = ctx.open_state()
-    state[CURSOR_TABLE].create({"db": str, "last_id": str, "updated_at": str}, pk="db", if_not_exists=True)
+    state[CURSOR_TABLE].create(
+        {"db": str, "last_id": str, "updated_at": str}, pk="db", if_not_exists=True
+    )
 
     def save(cursor: str) -> None:
-        state[CURSOR_TABLE].upsert({"db": str(ctx.settings.db_path), "last_id": cursor,
-                                    "updated_at": isoformat(utc_now())}, pk="db")
+        state[CURSOR_TABLE].upsert(
+            {
+                "db": str(ctx.settings.db_path),
+                "last_id": cursor,
+                "updated_at": isoformat(utc_now()),
+            },
+            pk="db",
+        )
 
     return state, save
 
 
 def _owner(ctx: JobContext, connection) -> str:
-    installed = canonical_trigger.status(connection)
+    installed = trigger.status(connection)
     if not installed.installed:
-        ctx.warn("canonical-trigger-missing",
-                 "the canonical promotion trigger is not installed; only this backstop promotes new facts",
-                 severity="info", fix="mnemo-ops trigger install")
+        ctx.warn(
+            "canonical-trigger-missing",
+            "the canonical promotion trigger is not installed; only this backstop promotes new facts",
+            severity="info",
+            fix="mnemo-ops trigger install",
+        )
         return ctx.settings.owner
     if not installed.up_to_date:
-        ctx.warn("canonical-trigger-outdated",
-                 f"the canonical promotion trigger is incomplete or version {installed.version} "
-                 f"(current {canonical_trigger.TRIGGER_VERSION})", fix="mnemo-ops trigger install")
+        ctx.warn(
+            "canonical-trigger-outdated",
+            f"the canonical promotion trigger is incomplete or version {installed.version} "
+            f"(current {trigger.TRIGGER_VERSION})",
+            fix="mnemo-ops trigger install",
+        )
     return installed.owner or ctx.settings.owner
 
 
 def _backstop(ctx: JobContext, connection, batch_size: int) -> None:
     owner = _owner(ctx, connection)
-    now = orphan_linking.local_now()
-    plan = canonical_backstop.plan(connection, owner, now)
+    now = local_timestamp()
+    plan = backstop.plan(connection, owner, now)
     ctx.result.stats["canonical"] = {"owner": owner, **plan.to_stats()}
     if plan.slot_taken:
-        ctx.warn("canonical-slot-taken",
-                 f"{len(plan.slot_taken)} qualifying row(s) not promoted: another current fact holds their "
-                 f"auto slot (first: {plan.slot_taken[0]})", severity="info")
+        ctx.warn(
+            "canonical-slot-taken",
+            f"{len(plan.slot_taken)} qualifying row(s) not promoted: another current fact holds their "
+            f"auto slot (first: {plan.slot_taken[0]})",
+            severity="info",
+        )
     if ctx.dry_run:
         ctx.count("canonical_closed", len(plan.close))
         ctx.count("canonical_promoted", len(plan.promote))
         return
     if plan.close or plan.promote:
         ctx.before_write()
-    closed, promoted = canonical_backstop.apply(connection, owner, plan, now, batch_size=batch_size)
+    closed, promoted = backstop.apply(connection, owner, plan, now, batch_size=batch_size)
     ctx.count("canonical_closed", closed)
     ctx.count("canonical_promoted", promoted)
 
 
-def _link(ctx: JobContext, connection, options: orphan_linking.LinkOptions) -> None:
+def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:
     missing = {"graph_edges", "fts_working"} - database.table_names(connection)
     if missing:
-        ctx.warn("orphan-linking-unavailable",
-                 f"no orphan linking: the database has no {', '.join(sorted(missing))} table", severity="warning")
+        ctx.warn(
+            "orphan-linking-unavailable",
+            f"no orphan linking: the database has no {', '.join(sorted(missing))} table",
+            severity="warning",
+        )
         return
     start_after = _read_cursor(ctx)
     state = save = None
     if not ctx.dry_run:
         state, save = _cursor_writer(ctx)
     try:
-        found = orphan_linking.count_orphans(connection, orphan_linking.local_now())
+        found = orphans.count_orphans(connection, local_timestamp())
         with ctx.progress.bar("linking orphan memories", total=min(found, options.max_rows)) as bar:
-            totals = orphan_linking.link_orphans(orphan_linking.LinkRun(
-                connection=connection, options=options, dry_run=ctx.dry_run, start_after=start_after,
-                before_write=ctx.before_write, after_commit=save, progress=bar, orphans_found=found))
+            totals = orphans.link_orphans(
+                orphans.LinkRun(
+                    connection=connection,
+                    options=options,
+                    dry_run=ctx.dry_run,
+                    start_after=start_after,
+                    before_write=ctx.before_write,
+                    after_commit=save,
+                    progress=bar,
+                    orphans_found=found,
+                )
+            )
         if save is not None:
             save(totals.cursor)
     finally:
@@ -124,12 +143,21 @@ def _link(ctx: JobContext, connection, options: orphan_linking.LinkOptions) -> N
             state.close()
     ctx.count("edges_created", totals.edges_created)
     stats: dict[str, Any] = totals.to_stats()
-    stats.update({"k": options.k, "min_score": options.min_score, "max_rows": options.max_rows,
-                  "resumed_after": start_after or None})
+    stats.update(
+        {
+            "k": options.k,
+            "min_score": options.min_score,
+            "max_rows": options.max_rows,
+            "resumed_after": start_after or None,
+        }
+    )
     ctx.result.stats["linking"] = stats
     if not totals.completed_round:
-        ctx.warn("orphan-linking-capped",
-                 f"stopped after {options.max_rows} orphans (max_rows); the next run resumes there", severity="info")
+        ctx.warn(
+            "orphan-linking-capped",
+            f"stopped after {options.max_rows} orphans (max_rows); the next run resumes there",
+            severity="info",
+        )
 
 
 def run(ctx: JobContext) -> JobResult:

@@ -15,34 +15,15 @@ from typing import Any
 
 import apsw
 
+from mnemo_ops import database
 from mnemo_ops.checkpoints.catalog import newest_verified_checkpoint, restore_command
-from mnemo_ops.core import database
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import ConfigError, DatabaseError, UsageError
+from mnemo_ops.core.errors import DatabaseError
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.integrity import checks, repairs
 from mnemo_ops.integrity.embedding import load_embedder
 
-INTEGER_OPTIONS = ("unconfirmed_fact_age_days", "claim_stale_hours", "fts_merge_pages", "fts_merge_max_steps")
 _FTS_TABLE_IN_MESSAGE = re.compile(r'(?:table "|main\.)(\w+)')
-
-
-def job_options(ctx: JobContext) -> dict[str, Any]:
-    """The ``monthly_maintenance`` config section, overridden by ``--option KEY=VALUE``."""
-    options = {name: ctx.settings.option(f"monthly_maintenance.{name}") for name in INTEGER_OPTIONS}
-    options["multi_valued_predicates"] = list(ctx.settings.option("monthly_maintenance.multi_valued_predicates", []))
-    if not all(isinstance(item, str) for item in options["multi_valued_predicates"]):
-        raise ConfigError(f"{ctx.settings.config_file}: key 'monthly_maintenance.multi_valued_predicates' "
-                          "must be a list of strings")
-    for name in INTEGER_OPTIONS:
-        if name in ctx.options:
-            try:
-                options[name] = int(ctx.options[name])
-            except ValueError:
-                raise UsageError(f"--option {name} must be a whole number, got {ctx.options[name]!r}") from None
-            if options[name] <= 0:
-                raise UsageError(f"--option {name} must be greater than 0")
-    return options
 
 
 def refuse_damaged(ctx: JobContext, problems: list[str]) -> JobResult:
@@ -53,10 +34,18 @@ def refuse_damaged(ctx: JobContext, problems: list[str]) -> JobResult:
         advice = f"restore the newest verified checkpoint {name}"
         fix = restore_command(ctx.settings, name)
     else:
-        advice = f"no verified checkpoint was found in {ctx.settings.backups_dir}; copy the file aside before any repair"
+        advice = (
+            f"no verified checkpoint was found in {ctx.settings.backups_dir}; "
+            "copy the file aside before any repair"
+        )
         fix = None
-    ctx.warn("integrity-check-failed", f"PRAGMA integrity_check problems: {len(problems)} (first: {first}); "
-             f"nothing was written; {advice}", "critical", fix=fix)
+    ctx.warn(
+        "integrity-check-failed",
+        f"PRAGMA integrity_check problems: {len(problems)} (first: {first}); "
+        f"nothing was written; {advice}",
+        "critical",
+        fix=fix,
+    )
     ctx.result.stats["integrity_check"] = problems[:20]
     ctx.result.fail("the database failed PRAGMA integrity_check; no repair was attempted")
     return ctx.result
@@ -64,8 +53,12 @@ def refuse_damaged(ctx: JobContext, problems: list[str]) -> JobResult:
 
 def _fts_tables(connection: apsw.Connection) -> list[str]:
     """FTS5 tables in the schema (the merge step and rebuilds apply to them)."""
-    return [row[0] for row in connection.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5%' ORDER BY name")]
+    return [
+        row[0]
+        for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5%' ORDER BY name"
+        )
+    ]
 
 
 def _rebuilds_from_integrity_lines(lines: list[str], fts_tables: list[str]) -> list[str]:
@@ -88,8 +81,12 @@ def _open_checker(ctx: JobContext) -> apsw.Connection | None:
     return connection
 
 
-def audit_database(ctx: JobContext, connection: apsw.Connection, options: dict[str, Any],
-                   integrity_fts_lines: list[str]) -> checks.Audit:
+def audit_database(
+    ctx: JobContext,
+    connection: apsw.Connection,
+    options: dict[str, Any],
+    integrity_fts_lines: list[str],
+) -> checks.Audit:
     """Run the read-only audit and decide the vector repair (a model is looked for only when needed)."""
     checker = _open_checker(ctx)
     try:
@@ -100,13 +97,20 @@ def audit_database(ctx: JobContext, connection: apsw.Connection, options: dict[s
     for table in _rebuilds_from_integrity_lines(integrity_fts_lines, _fts_tables(connection)):
         if table not in audit.rebuild_tables:
             audit.rebuild_tables.append(table)
-            audit.add(f"fts-{table.removeprefix('fts_')}-inconsistent", "error",
-                      f"{table}: PRAGMA integrity_check reports FTS5 damage; "
-                      f"{checks.outcome('rebuilt', ctx.dry_run)} with 'rebuild'")
+            audit.add(
+                f"fts-{table.removeprefix('fts_')}-inconsistent",
+                "error",
+                f"{table}: PRAGMA integrity_check reports FTS5 damage; "
+                f"{checks.outcome('rebuilt', ctx.dry_run)} with 'rebuild'",
+            )
     planned = {closure.row_id for closure in audit.canonical_closures}
-    audit.lineage_closures = [closure for closure in audit.lineage_closures if closure.row_id not in planned]
+    audit.lineage_closures = [
+        closure for closure in audit.lineage_closures if closure.row_id not in planned
+    ]
     if audit.vectors_missing:
-        audit.embedding_available = load_embedder(ctx.settings.db_path, ctx.settings.hermes_home) is not None
+        audit.embedding_available = (
+            load_embedder(ctx.settings.db_path, ctx.settings.hermes_home) is not None
+        )
     checks.vector_findings(audit, ctx.dry_run)
     return audit
 
@@ -138,14 +142,20 @@ def apply_repairs(ctx: JobContext, audit: checks.Audit, options: dict[str, Any])
             counts = repairs.reconcile_fts_working(connection, plan, bar.advance)
         done["fts_entries_added"], done["fts_entries_removed"] = counts["added"], counts["removed"]
         done["fts_entries_reindexed"] = counts["reindexed"]
-        done["canonical_duplicates_closed"] = repairs.apply_closures(connection, audit.canonical_closures)
+        done["canonical_duplicates_closed"] = repairs.apply_closures(
+            connection, audit.canonical_closures
+        )
         done["triples_closed"] = repairs.apply_closures(connection, audit.triple_closures)
         done["auto_lineages_closed"] = repairs.apply_closures(connection, audit.lineage_closures)
         if audit.vectors_missing and audit.embedding_available:
             done["vectors_reembedded"] = _reembed(ctx, connection, audit.vectors_missing)
         ctx.result.stats["maintenance"] = repairs.optimize(
-            connection, _fts_tables(connection), options["fts_merge_pages"], options["fts_merge_max_steps"])
-        if ctx.options.get("vacuum"):
+            connection,
+            _fts_tables(connection),
+            options["fts_merge_pages"],
+            options["fts_merge_max_steps"],
+        )
+        if ctx.options["vacuum"]:
             repairs.vacuum(connection)
             ctx.result.stats["maintenance"]["vacuum"] = True
     finally:
@@ -160,13 +170,15 @@ def _reembed(ctx: JobContext, connection: apsw.Connection, memory_ids: list[str]
     with ctx.progress.bar("re-embedding working rows", len(memory_ids)) as bar:
         stored, error = repairs.reembed_working_rows(connection, memory_ids, embedder, bar.advance)
     if error:  # the model failed: report it, keep what was stored and the other repairs
-        ctx.warn("vectors-reembed-failed", f"re-embedding stopped after {stored} rows: {error}", "error")
+        ctx.warn(
+            "vectors-reembed-failed", f"re-embedding stopped after {stored} rows: {error}", "error"
+        )
     return stored
 
 
 def run(ctx: JobContext) -> JobResult:
     """Audit, then (unless a dry run) repair and tidy the memory database."""
-    options = job_options(ctx)
+    options = ctx.options
     connection = ctx.open_db()
     try:
         core_problems, fts_lines = checks.sqlite_integrity(connection)
@@ -184,8 +196,11 @@ def run(ctx: JobContext) -> JobResult:
         for name, count in planned_changes(audit).items():
             if count:
                 ctx.count(name, count)
-        ctx.result.stats["maintenance_planned"] = ["optimize", "fts merge", "wal_checkpoint(PASSIVE)"] + (
-            ["vacuum"] if ctx.options.get("vacuum") else [])
+        ctx.result.stats["maintenance_planned"] = [
+            "optimize",
+            "fts merge",
+            "wal_checkpoint(PASSIVE)",
+        ] + (["vacuum"] if ctx.options["vacuum"] else [])
         return ctx.result
     ctx.before_write()
     for name, count in apply_repairs(ctx, audit, options).items():

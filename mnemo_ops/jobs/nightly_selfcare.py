@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from mnemo_ops import report
-from mnemo_ops.audits import AUDIT_MODULES, run_audit
-from mnemo_ops.core import database, quarantine, row_count_history
+from mnemo_ops import database
+from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.errors import DatabaseError
-from mnemo_ops.core.results import JobResult, isoformat, utc_now
+from mnemo_ops.core.results import JobResult
+from mnemo_ops.selfcare import quarantine, report, row_count_history
+from mnemo_ops.selfcare.audits import AUDIT_MODULES, run_audit
 
 
 def _audit(ctx: JobContext, now: datetime) -> None:
@@ -39,7 +40,9 @@ def _record_row_counts(ctx: JobContext, now: datetime) -> None:
     ledger = ctx.open_state()
     try:
         changed = row_count_history.changed_counts(ledger, day, counts)
-        ctx.result.stats["row_counts"] = {table: count for table, count in counts.items() if count is not None}
+        ctx.result.stats["row_counts"] = {
+            table: count for table, count in counts.items() if count is not None
+        }
         ctx.count("row_counts_recorded", len(changed))
         if ctx.dry_run or not changed:
             return
@@ -51,7 +54,7 @@ def _record_row_counts(ctx: JobContext, now: datetime) -> None:
 
 def _stage_expired(ctx: JobContext, now: datetime) -> None:
     """Move files that the staging rules call expired into quarantine/<date>/."""
-    if not ctx.settings.option("nightly_selfcare.staging.enabled", True):
+    if not ctx.settings.option("nightly_selfcare.staging.enabled"):
         return
     rules = quarantine.staging_rules(ctx.settings)
     candidates, notes = quarantine.find_candidates(ctx.settings, rules, now)
@@ -60,15 +63,22 @@ def _stage_expired(ctx: JobContext, now: datetime) -> None:
     by_rule: dict[str, int] = {}
     for candidate in candidates:
         by_rule[candidate.rule] = by_rule.get(candidate.rule, 0) + 1
-    ctx.result.stats["staging"] = {"by_rule": by_rule, "bytes": sum(candidate.size for candidate in candidates)}
+    ctx.result.stats["staging"] = {
+        "by_rule": by_rule,
+        "bytes": sum(candidate.size for candidate in candidates),
+    }
     ctx.count("files_staged", len(candidates))
     if ctx.dry_run or not candidates:
-        ctx.result.stats["staging"]["files"] = [str(candidate.path) for candidate in candidates[:50]]
+        ctx.result.stats["staging"]["files"] = [
+            str(candidate.path) for candidate in candidates[:50]
+        ]
         return
     staged, problems = quarantine.stage(ctx.settings, candidates, now)
     ctx.result.stats["staging"]["ids"] = [entry["id"] for entry in staged[:50]]
     for problem in problems:
-        ctx.warn("staging-failed", f"not staged: {problem}", "warning", fix="mnemo-ops quarantine list")
+        ctx.warn(
+            "staging-failed", f"not staged: {problem}", "warning", fix="mnemo-ops quarantine list"
+        )
     if problems:
         ctx.result.changes["files_staged"] -= len(problems)
 
@@ -76,7 +86,10 @@ def _stage_expired(ctx: JobContext, now: datetime) -> None:
 def _write_report(ctx: JobContext) -> None:
     """The morning report, including this run's own findings (the ledger row comes after the job)."""
     built = report.build_report(ctx.settings, current=ctx.result)
-    ctx.result.stats["report"] = {"worst_severity": built.worst_severity, "warnings": len(built.warnings)}
+    ctx.result.stats["report"] = {
+        "worst_severity": built.worst_severity,
+        "warnings": len(built.warnings),
+    }
     ctx.count("reports_written", 1)
     if ctx.dry_run:
         return

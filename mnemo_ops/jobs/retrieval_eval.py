@@ -1,9 +1,9 @@
 """retrieval-eval: run the eval suite, compare with the baseline, exit 1 on regression.
 
-Config section ``retrieval_eval`` gives the suite, baseline, engine, k and tolerances; job options
-(from ``eval run``/``eval baseline`` or ``run retrieval-eval -o KEY=VALUE``) override them:
-``suite``, ``baseline``, ``engine``, ``k``, ``allow_suite_change``, ``ratchet`` and
-``write_baseline`` (a path: write a new baseline there instead of comparing).
+Options: the ``retrieval_eval`` section of the settings schema (suite, baseline, engine, k,
+tolerances), overridden for one run by ``eval run``/``eval baseline`` or ``run retrieval-eval -o
+KEY=VALUE``; the per-run ones are ``allow_suite_change``, ``ratchet`` and ``write_baseline`` (a path:
+write a new baseline there instead of comparing).
 
 Without a suite at the default path the job warns and does nothing (a fresh install has none yet);
 without a baseline at the default path it records the metrics and warns. Paths given explicitly must
@@ -15,22 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mnemo_ops.core.clock import isoformat
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import UsageError
-from mnemo_ops.core.results import JobResult, isoformat
-from mnemo_ops.engines import make_engine
+from mnemo_ops.core.results import JobResult
 from mnemo_ops.evaluation import baseline as baselines
 from mnemo_ops.evaluation import history
+from mnemo_ops.evaluation.engines import make_engine
 from mnemo_ops.evaluation.evaluate import Evaluation, evaluate
 from mnemo_ops.evaluation.suite import load_suite
-
-SECTION = "retrieval_eval"
-TRUE_WORDS = ("1", "true", "yes", "on")
-
-
-def _flag(value: Any) -> bool:
-    """A job option as a boolean (options from ``-o KEY=VALUE`` arrive as strings)."""
-    return value if isinstance(value, bool) else str(value).strip().lower() in TRUE_WORDS
 
 
 def default_suite_path(settings) -> Path:
@@ -45,23 +37,10 @@ def default_baseline_path(settings) -> Path:
 
 def _path(ctx: JobContext, name: str, default: Path) -> tuple[Path, bool]:
     """The path from the job option, else the config, else `default`; and whether it was chosen explicitly."""
-    chosen = ctx.options.get(name) or ctx.settings.option(f"{SECTION}.{name}")
+    chosen = ctx.options[name]
     if chosen:
         return Path(str(chosen)).expanduser().absolute(), True
     return default, False
-
-
-def _run_k(ctx: JobContext) -> int | None:
-    value = ctx.options.get("k")
-    if value in (None, ""):
-        return None
-    try:
-        k = int(value)
-    except (TypeError, ValueError):
-        raise UsageError(f"k must be a positive integer, got {value!r}") from None
-    if k <= 0:
-        raise UsageError(f"k must be a positive integer, got {value!r}")
-    return k
 
 
 def _stats(evaluation: Evaluation) -> dict[str, Any]:
@@ -84,9 +63,17 @@ def _record_history(ctx: JobContext, evaluation: Evaluation, regressions: int, s
         return
     state_db = ctx.open_state()
     try:
-        history.record(state_db, run_at=isoformat(ctx.result.started_at), suite=str(evaluation.suite.path),
-                       suite_sha256=evaluation.suite.sha256, engine=evaluation.engine["name"], k=evaluation.k,
-                       metrics=evaluation.metrics, regressions=regressions, status=status)
+        history.record(
+            state_db,
+            run_at=isoformat(ctx.result.started_at),
+            suite=str(evaluation.suite.path),
+            suite_sha256=evaluation.suite.sha256,
+            engine=evaluation.engine["name"],
+            k=evaluation.k,
+            metrics=evaluation.metrics,
+            regressions=regressions,
+            status=status,
+        )
     finally:
         state_db.close()
 
@@ -95,22 +82,39 @@ def _write_baseline(ctx: JobContext, path: Path, evaluation: Evaluation, reason:
     ctx.count("baselines_written", 1)
     ctx.result.stats["baseline_written"] = str(path)
     if ctx.dry_run:
-        ctx.warn("baseline-not-written", f"dry run: would write the {reason} baseline {path}", "info")
+        ctx.warn(
+            "baseline-not-written", f"dry run: would write the {reason} baseline {path}", "info"
+        )
         return
     baselines.write_baseline(path, evaluation)
 
 
-def _report_regressions(ctx: JobContext, comparison: baselines.Comparison, baseline_path: Path) -> None:
+def _report_regressions(
+    ctx: JobContext, comparison: baselines.Comparison, baseline_path: Path
+) -> None:
     for drop in comparison.metric_drops:
-        ctx.warn("metric-regressed", f"{drop['metric']} fell from {drop['baseline']:.3f} to {drop['now']:.3f} "
-                 f"(drop {drop['drop']:.3f} > tolerance {drop['tolerance']:.3f})", "error")
+        ctx.warn(
+            "metric-regressed",
+            f"{drop['metric']} fell from {drop['baseline']:.3f} to {drop['now']:.3f} "
+            f"(drop {drop['drop']:.3f} > tolerance {drop['tolerance']:.3f})",
+            "error",
+        )
     for case in comparison.case_regressions:
-        got = "; ".join(f"{item['id']}: {item['content'][:80]}" for item in case["got"]) or "nothing"
-        ctx.warn("case-regressed", f"case {case['id']} passed in the baseline (rank {case['baseline_rank']}) and "
-                 f"fails now: query {case['query']!r}, expected {case['expected']}, got {got}", "error")
+        got = (
+            "; ".join(f"{item['id']}: {item['content'][:80]}" for item in case["got"]) or "nothing"
+        )
+        ctx.warn(
+            "case-regressed",
+            f"case {case['id']} passed in the baseline (rank {case['baseline_rank']}) and "
+            f"fails now: query {case['query']!r}, expected {case['expected']}, got {got}",
+            "error",
+        )
     drops = ", ".join(drop["metric"] for drop in comparison.metric_drops)
     parts = ([f"metrics below tolerance: {drops}"] if drops else []) + (
-        [f"{len(comparison.case_regressions)} case(s) passed before and fail now"] if comparison.case_regressions else [])
+        [f"{len(comparison.case_regressions)} case(s) passed before and fail now"]
+        if comparison.case_regressions
+        else []
+    )
     ctx.result.fail(f"recall regressed against {baseline_path}: {'; '.join(parts)}")
 
 
@@ -119,50 +123,80 @@ def run(ctx: JobContext) -> JobResult:
     settings = ctx.settings
     suite_path, explicit_suite = _path(ctx, "suite", default_suite_path(settings))
     if not explicit_suite and not suite_path.exists():
-        ctx.warn("no-eval-suite", f"no eval suite at {suite_path}; nothing to evaluate", "warning",
-                 fix=f"mnemo-ops eval import locomo FILE --db OUT.db --suite {suite_path}, or write a suite there")
+        ctx.warn(
+            "no-eval-suite",
+            f"no eval suite at {suite_path}; nothing to evaluate",
+            "warning",
+            fix=f"mnemo-ops eval import locomo FILE --db OUT.db --suite {suite_path}, or write a suite there",
+        )
         return ctx.result
     suite = load_suite(suite_path)
-    engine = make_engine(str(ctx.options.get("engine") or settings.option(f"{SECTION}.engine", "mnemosyne")), settings)
+    engine = make_engine(ctx.options["engine"], settings)
     with ctx.progress.bar(f"recall ({engine.name})", total=len(suite.cases)) as bar:
-        evaluation = evaluate(suite, engine, _run_k(ctx), progress=bar.advance,
-                              default_k=settings.option(f"{SECTION}.k", 10))
+        evaluation = evaluate(
+            suite,
+            engine,
+            ctx.run_options.get("k"),
+            progress=bar.advance,
+            default_k=ctx.options["k"],
+        )
     ctx.result.stats.update(_stats(evaluation))
 
-    if ctx.options.get("write_baseline"):
-        _write_baseline(ctx, Path(str(ctx.options["write_baseline"])).expanduser().absolute(), evaluation, "requested")
+    if ctx.options["write_baseline"]:
+        _write_baseline(
+            ctx,
+            Path(str(ctx.options["write_baseline"])).expanduser().absolute(),
+            evaluation,
+            "requested",
+        )
         _record_history(ctx, evaluation, 0, "ok")
         return ctx.result
 
     baseline_path, explicit_baseline = _path(ctx, "baseline", default_baseline_path(settings))
     ctx.result.stats["baseline"] = str(baseline_path)
     if not explicit_baseline and not baseline_path.exists():
-        ctx.warn("no-baseline", f"no baseline at {baseline_path}: metrics recorded, nothing compared", "warning",
-                 fix=f"mnemo-ops eval baseline --suite {suite_path} --out {baseline_path}")
+        ctx.warn(
+            "no-baseline",
+            f"no baseline at {baseline_path}: metrics recorded, nothing compared",
+            "warning",
+            fix=f"mnemo-ops eval baseline --suite {suite_path} --out {baseline_path}",
+        )
         _record_history(ctx, evaluation, 0, "no-baseline")
         return ctx.result
 
     comparison = baselines.compare(
-        evaluation, baselines.load_baseline(baseline_path), baseline_path,
-        tolerance=settings.option(f"{SECTION}.tolerance", baselines.DEFAULT_TOLERANCE),
-        tolerances=settings.option(f"{SECTION}.tolerances", {}),
-        max_case_regressions=settings.option(f"{SECTION}.max_case_regressions", 0),
-        allow_suite_change=_flag(ctx.options.get("allow_suite_change", False)),
+        evaluation,
+        baselines.load_baseline(baseline_path),
+        baseline_path,
+        tolerance=ctx.options["tolerance"],
+        tolerances=ctx.options["tolerances"],
+        max_case_regressions=ctx.options["max_case_regressions"],
+        allow_suite_change=ctx.options["allow_suite_change"],
     )
-    ctx.result.stats.update({
-        "regressions": comparison.case_regressions, "metric_drops": comparison.metric_drops,
-        "changes_vs_baseline": comparison.metric_changes, "improved_cases": comparison.case_improvements,
-    })
+    ctx.result.stats.update(
+        {
+            "regressions": comparison.case_regressions,
+            "metric_drops": comparison.metric_drops,
+            "changes_vs_baseline": comparison.metric_changes,
+            "improved_cases": comparison.case_improvements,
+        }
+    )
     for message in comparison.warnings:
         ctx.warn("baseline-mismatch", message, "info")
     regression_count = len(comparison.case_regressions) + len(comparison.metric_drops)
-    _record_history(ctx, evaluation, regression_count, "regressed" if comparison.regressed else "ok")
+    _record_history(
+        ctx, evaluation, regression_count, "regressed" if comparison.regressed else "ok"
+    )
     if comparison.regressed:
         _report_regressions(ctx, comparison, baseline_path)
         return ctx.result
-    if _flag(ctx.options.get("ratchet", False)):
+    if ctx.options["ratchet"]:
         if comparison.improved_everywhere:
             _write_baseline(ctx, baseline_path, evaluation, "ratcheted")
         else:
-            ctx.warn("ratchet-held", "baseline kept: not every metric improved (none may fall, one must rise)", "info")
+            ctx.warn(
+                "ratchet-held",
+                "baseline kept: not every metric improved (none may fall, one must rise)",
+                "info",
+            )
     return ctx.result

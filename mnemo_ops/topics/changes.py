@@ -43,16 +43,29 @@ class MapDiff:
 def _attach(connection: apsw.Connection, state_db_path: Path) -> bool:
     if not state_db_path.is_file():
         return False
-    connection.execute(f"ATTACH DATABASE ? AS {SCHEMA}", (f"{state_db_path.absolute().as_uri()}?mode=ro",))
-    tables = {row[0] for row in connection.execute(f"SELECT name FROM {SCHEMA}.sqlite_master WHERE type = 'table'")}
-    if not {"topic_members", "map_builds"} <= tables or not connection.execute(
-            f"SELECT 1 FROM {SCHEMA}.map_builds WHERE name = 'topic-map'").fetchall():
+    connection.execute(
+        f"ATTACH DATABASE ? AS {SCHEMA}", (f"{state_db_path.absolute().as_uri()}?mode=ro",)
+    )
+    tables = {
+        row[0]
+        for row in connection.execute(
+            f"SELECT name FROM {SCHEMA}.sqlite_master WHERE type = 'table'"
+        )
+    }
+    if (
+        not {"topic_members", "map_builds"} <= tables
+        or not connection.execute(
+            f"SELECT 1 FROM {SCHEMA}.map_builds WHERE name = 'topic-map'"
+        ).fetchall()
+    ):
         connection.execute(f"DETACH DATABASE {SCHEMA}")
         return False
     return True
 
 
-def diff_since_map(connection: apsw.Connection, state_db_path: Path, now: datetime | None = None) -> MapDiff | None:
+def diff_since_map(
+    connection: apsw.Connection, state_db_path: Path, now: datetime | None = None
+) -> MapDiff | None:
     """The changes since the stored map was built; None when there is no stored map."""
     now_iso = (now or datetime.now()).isoformat()
     if not _attach(connection, state_db_path):
@@ -69,13 +82,22 @@ def diff_since_map(connection: apsw.Connection, state_db_path: Path, now: dateti
                 f"COALESCE(t.recall_count, 0), COALESCE(t.timestamp, ''), {FUNCTION}({body}, length({body})) "
                 f"FROM {table} AS t WHERE {LIVE_T} AND NOT EXISTS ("
                 f"SELECT 1 FROM {SCHEMA}.topic_members AS s WHERE s.key = '{prefix}:' || t.id "
-                f"AND s.fingerprint = {FUNCTION}({body}, length({body})))", (now_iso,)).fetchall()
+                f"AND s.fingerprint = {FUNCTION}({body}, length({body})))",
+                (now_iso,),
+            ).fetchall()
             changed.update({row[0]: LiveMemory(*row) for row in rows})
-            removed.extend(row[0] for row in connection.execute(
-                f"SELECT s.key FROM {SCHEMA}.topic_members AS s WHERE s.key >= '{prefix}:' AND s.key < '{prefix};' "
-                f"AND NOT EXISTS (SELECT 1 FROM {table} AS t WHERE t.id = substr(s.key, 3) "
-                f"AND {LIVE_T})", (now_iso,)))
-            live += connection.execute(f"SELECT count(*) FROM {table} WHERE {LIVE}", (now_iso,)).fetchone()[0]
+            removed.extend(
+                row[0]
+                for row in connection.execute(
+                    f"SELECT s.key FROM {SCHEMA}.topic_members AS s WHERE s.key >= '{prefix}:' AND s.key < '{prefix};' "
+                    f"AND NOT EXISTS (SELECT 1 FROM {table} AS t WHERE t.id = substr(s.key, 3) "
+                    f"AND {LIVE_T})",
+                    (now_iso,),
+                )
+            )
+            live += connection.execute(
+                f"SELECT count(*) FROM {table} WHERE {LIVE}", (now_iso,)
+            ).fetchone()[0]
     finally:
         connection.execute(f"DETACH DATABASE {SCHEMA}")
     return MapDiff(changed=changed, removed=sorted(removed), live_count=live)

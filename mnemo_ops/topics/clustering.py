@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from typing import TYPE_CHECKING
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import apsw
 from rapidfuzz import fuzz, process
 
-from mnemo_ops.core.database import table_names
-from mnemo_ops.core.fts_query import MAX_TERMS, Vocabulary, salient_terms, tokens
+from mnemo_ops.database import table_names
+from mnemo_ops.database.fts_query import MAX_TERMS, Vocabulary, salient_terms, tokens
 from mnemo_ops.topics.memories import LiveMemory
 
 if TYPE_CHECKING:
@@ -47,14 +47,144 @@ class MapOptions:
     label_terms: int = 6
 
 
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are as at be because been before being below between both
-but by can could did do does doing down during each few for from further had has have having he her here hers
-herself him himself his how if in into is it its itself just let me more most my myself no nor not now of off on
-once only or other our ours ourselves out over own same she should so some such than that the their theirs them
-themselves then there these they this those through to too under until up very was we were what when where which
-while who whom why will with would you your yours yourself yourselves also get got us via per ok yes
-""".split())
+STOPWORDS = frozenset(
+    [
+        "a",
+        "about",
+        "above",
+        "after",
+        "again",
+        "against",
+        "all",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "below",
+        "between",
+        "both",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "down",
+        "during",
+        "each",
+        "few",
+        "for",
+        "from",
+        "further",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "herself",
+        "him",
+        "himself",
+        "his",
+        "how",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "itself",
+        "just",
+        "let",
+        "me",
+        "more",
+        "most",
+        "my",
+        "myself",
+        "no",
+        "nor",
+        "not",
+        "now",
+        "of",
+        "off",
+        "on",
+        "once",
+        "only",
+        "or",
+        "other",
+        "our",
+        "ours",
+        "ourselves",
+        "out",
+        "over",
+        "own",
+        "same",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "themselves",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "under",
+        "until",
+        "up",
+        "very",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+        "yourself",
+        "yourselves",
+        "also",
+        "get",
+        "got",
+        "us",
+        "via",
+        "per",
+        "ok",
+        "yes",
+    ]
+)
 """Function words: in a small index they are rare enough to look salient, but they name no topic."""
 
 
@@ -73,7 +203,11 @@ class ScannedVocabulary(Vocabulary):
         """Make the document frequencies of `terms` available (one scan when there are many)."""
         wanted = list(dict.fromkeys(terms))
         if self._scanned is None and len(wanted) > self.SCAN_THRESHOLD:
-            self._scanned = dict(self.connection.execute(f'SELECT term, doc FROM temp."{self.vocab_table}"').fetchall())
+            self._scanned = dict(
+                self.connection.execute(
+                    f'SELECT term, doc FROM temp."{self.vocab_table}"'
+                ).fetchall()
+            )
         if self._scanned is None:
             super().document_frequency(wanted)
 
@@ -96,7 +230,11 @@ class TermExtractor:
 
     def __init__(self, connection: apsw.Connection):
         present = table_names(connection)
-        fts_table = "fts_working" if "fts_working" in present else ("fts_episodes" if "fts_episodes" in present else None)
+        fts_table = (
+            "fts_working"
+            if "fts_working" in present
+            else ("fts_episodes" if "fts_episodes" in present else None)
+        )
         self.vocabulary = ScannedVocabulary(connection, fts_table) if fts_table else None
 
     def terms(self, memory: LiveMemory, limit: int) -> list[str]:
@@ -151,9 +289,11 @@ class Topic:
 
     def top_terms(self, limit: int) -> list[str]:
         """The label first, then the members' most shared terms (ties alphabetical)."""
-        others = heapq.nsmallest(limit, ((-count, term) for term, count in self.term_counts.items()
-                                         if term != self.label))
-        return [self.label, *(term for _, term in others)][:max(1, limit)]
+        others = heapq.nsmallest(
+            limit,
+            ((-count, term) for term, count in self.term_counts.items() if term != self.label),
+        )
+        return [self.label, *(term for _, term in others)][: max(1, limit)]
 
     def kept_term_counts(self, limit: int = 200) -> dict[str, int]:
         """The counts worth storing: the `limit` most shared terms, which are what can describe the topic.
@@ -210,8 +350,12 @@ class MapChanges:
         return self.created | self.updated
 
 
-def merge_near_identical(anchors: Iterable[str], support: Counter, similarity: float,
-                         labels: dict[str, list[str]] | None = None) -> dict[str, str]:
+def merge_near_identical(
+    anchors: Iterable[str],
+    support: Counter,
+    similarity: float,
+    labels: dict[str, list[str]] | None = None,
+) -> dict[str, str]:
     """Map each anchor term to its label: itself, or a more supported near-identical term (rapidfuzz ratio).
 
     Terms are blocked by their first three letters, so the cost stays linear in the number of anchors.
@@ -226,7 +370,11 @@ def merge_near_identical(anchors: Iterable[str], support: Counter, similarity: f
             label_of[term] = term
             continue
         block = blocks[term[:3]]
-        found = process.extractOne(term, block, scorer=fuzz.ratio, score_cutoff=similarity) if block else None
+        found = (
+            process.extractOne(term, block, scorer=fuzz.ratio, score_cutoff=similarity)
+            if block
+            else None
+        )
         if found is None:
             block.append(term)
             label_of[term] = term
@@ -242,19 +390,30 @@ def near_identical_label(term: str, blocks: dict[str, list[str]], similarity: fl
     if len(term) < MIN_MERGE_LENGTH:
         return None
     candidates = [label for label in blocks.get(term[:3], ()) if len(label) >= MIN_MERGE_LENGTH]
-    found = process.extractOne(term, candidates, scorer=fuzz.ratio, score_cutoff=similarity) if candidates else None
+    found = (
+        process.extractOne(term, candidates, scorer=fuzz.ratio, score_cutoff=similarity)
+        if candidates
+        else None
+    )
     return found[0] if found else None
 
 
-def _best_label(terms: Iterable[str], label_of: dict[str, str], active: set[str], weight: dict[str, int]) -> str | None:
+def _best_label(
+    terms: Iterable[str], label_of: dict[str, str], active: set[str], weight: dict[str, int]
+) -> str | None:
     candidates = {label_of[term] for term in terms if term in label_of and label_of[term] in active}
     if not candidates:
         return None
     return min(candidates, key=lambda label: (-weight.get(label, 0), label))
 
 
-def build_full(memories: dict[str, LiveMemory], extractor: TermExtractor, options: MapOptions,
-               previous: TopicMap | None = None, progress=None) -> tuple[TopicMap, MapChanges]:
+def build_full(
+    memories: dict[str, LiveMemory],
+    extractor: TermExtractor,
+    options: MapOptions,
+    previous: TopicMap | None = None,
+    progress=None,
+) -> tuple[TopicMap, MapChanges]:
     """Cluster every live memory from scratch; compare with `previous` (the stored map) for the change counts."""
     keys = sorted(memories)
     extractor.prefetch(memories.values())
@@ -269,7 +428,9 @@ def build_full(memories: dict[str, LiveMemory], extractor: TermExtractor, option
     labels_of_memory = {key: sorted({label_of[term] for term in terms[key]}) for key in keys}
     weight = Counter(label for key in keys for label in labels_of_memory[key])
     ceiling = max(options.min_topic_size, int(options.max_topic_share * len(keys)))
-    active = {label for label, count in weight.items() if options.min_topic_size <= count <= ceiling}
+    active = {
+        label for label, count in weight.items() if options.min_topic_size <= count <= ceiling
+    }
     identity = {label: label for label in weight}
 
     assignment = {key: _best_label(labels_of_memory[key], identity, active, weight) for key in keys}
@@ -278,7 +439,9 @@ def build_full(memories: dict[str, LiveMemory], extractor: TermExtractor, option
         if assignment[key] is not None:
             members[assignment[key]].append(key)
     while True:
-        small = sorted(label for label in active if len(members.get(label, ())) < options.min_topic_size)
+        small = sorted(
+            label for label in active if len(members.get(label, ())) < options.min_topic_size
+        )
         if not small:
             break
         active.difference_update(small)
@@ -312,21 +475,32 @@ def build_full(memories: dict[str, LiveMemory], extractor: TermExtractor, option
     old_topics = previous.topics if previous is not None else {}
     changes.created = set(topic_map.topics) - set(old_topics)
     changes.removed = set(old_topics) - set(topic_map.topics)
-    changes.updated = {label for label in set(topic_map.topics) & set(old_topics)
-                       if topic_map.topics[label].members != old_topics[label].members
-                       or topic_map.topics[label].aliases != old_topics[label].aliases
-                       or topic_map.topics[label].top_terms(options.label_terms) != old_topics[label].top_terms(options.label_terms)}
+    changes.updated = {
+        label
+        for label in set(topic_map.topics) & set(old_topics)
+        if topic_map.topics[label].members != old_topics[label].members
+        or topic_map.topics[label].aliases != old_topics[label].aliases
+        or topic_map.topics[label].top_terms(options.label_terms)
+        != old_topics[label].top_terms(options.label_terms)
+    }
     return topic_map, changes
 
 
-def update_incremental(previous: TopicMap, diff: "MapDiff", extractor: TermExtractor,
-                       options: MapOptions) -> tuple[TopicMap, MapChanges]:
+def update_incremental(
+    previous: TopicMap, diff: MapDiff, extractor: TermExtractor, options: MapOptions
+) -> tuple[TopicMap, MapChanges]:
     """(Re)assign only new, changed and gone memories (`diff`); `previous` is updated in place and returned."""
     topic_map = previous
     memories = diff.changed
     changed, removed = sorted(diff.changed), list(diff.removed)
-    changes = MapChanges(mode="incremental", live_memories=diff.live_count, changed_memories=len(changed),
-                         removed_memories=len(removed), changed_keys=set(changed), removed_keys=set(removed))
+    changes = MapChanges(
+        mode="incremental",
+        live_memories=diff.live_count,
+        changed_memories=len(changed),
+        removed_memories=len(removed),
+        changed_keys=set(changed),
+        removed_keys=set(removed),
+    )
     touched: set[str] = set()
     topic_map.ensure_members([*removed, *changed])
 
@@ -340,7 +514,11 @@ def update_incremental(previous: TopicMap, diff: "MapDiff", extractor: TermExtra
         detach(key)
         for table in (topic_map.assignments, topic_map.terms, topic_map.fingerprints):
             table.pop(key, None)
-    alias_index = {alias: label for label, topic in topic_map.topics.items() for alias in (label, *topic.aliases)}
+    alias_index = {
+        alias: label
+        for label, topic in topic_map.topics.items()
+        for alias in (label, *topic.aliases)
+    }
     label_blocks: dict[str, list[str]] = defaultdict(list)
     for label in topic_map.topics:
         label_blocks[label[:3]].append(label)
@@ -358,14 +536,23 @@ def update_incremental(previous: TopicMap, diff: "MapDiff", extractor: TermExtra
         topic_map.terms[key] = " ".join(terms)
         topic_map.fingerprints[key] = memories[key].fingerprint
         candidates = {label for label in map(resolve, terms) if label is not None}
-        label = min(candidates, key=lambda item: (-topic_map.topics[item].size, item)) if candidates else None
+        label = (
+            min(candidates, key=lambda item: (-topic_map.topics[item].size, item))
+            if candidates
+            else None
+        )
         topic_map.assignments[key] = label
         if label is not None:
             topic_map.topics[label].add(key, terms)
             touched.add(label)
 
-    created, grown = _emerge_topics(topic_map, [key for key in changed if topic_map.assignments[key] is None],
-                                    options, alias_index, diff.live_count)
+    created, grown = _emerge_topics(
+        topic_map,
+        [key for key in changed if topic_map.assignments[key] is None],
+        options,
+        alias_index,
+        diff.live_count,
+    )
     touched |= created | grown
     for label in sorted(touched):
         if label in topic_map.topics and topic_map.topics[label].size == 0:
@@ -376,8 +563,13 @@ def update_incremental(previous: TopicMap, diff: "MapDiff", extractor: TermExtra
     return topic_map, changes
 
 
-def _emerge_topics(topic_map: TopicMap, newly_unclustered: list[str], options: MapOptions,
-                   alias_index: dict[str, str], live_count: int) -> tuple[set[str], set[str]]:
+def _emerge_topics(
+    topic_map: TopicMap,
+    newly_unclustered: list[str],
+    options: MapOptions,
+    alias_index: dict[str, str],
+    live_count: int,
+) -> tuple[set[str], set[str]]:
     """New topics where enough unclustered memories now share a term brought in by a changed memory.
 
     Returns the labels created and the existing labels that grew (a near-identical term merged into them).
@@ -403,7 +595,11 @@ def _emerge_topics(topic_map: TopicMap, newly_unclustered: list[str], options: M
         free = sorted(key for key in holders[term] if topic_map.assignments[key] is None)
         if len(free) < options.min_topic_size or support[term] > ceiling:
             continue
-        label = alias_index.get(term) or near_identical_label(term, existing, options.label_similarity) or term
+        label = (
+            alias_index.get(term)
+            or near_identical_label(term, existing, options.label_similarity)
+            or term
+        )
         topic = topic_map.topics.get(label)
         if topic is None:
             topic = topic_map.topics[label] = Topic(label)

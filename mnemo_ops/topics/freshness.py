@@ -10,8 +10,8 @@ from typing import Any
 import apsw
 from rapidfuzz import fuzz
 
-from mnemo_ops.core.database import table_names
-from mnemo_ops.core.fts_query import tokens
+from mnemo_ops.database import table_names
+from mnemo_ops.database.fts_query import tokens
 from mnemo_ops.topics.changes import MapDiff
 
 BLOCK_FILES = ("MEMORY.md", "USER.md")
@@ -38,30 +38,52 @@ class Finding:
         return data
 
 
-def map_staleness(diff: MapDiff | None, topic_build: dict | None, seed_build: dict | None,
-                  fraction: float) -> tuple[list[Finding], dict[str, Any]]:
+def map_staleness(
+    diff: MapDiff | None, topic_build: dict | None, seed_build: dict | None, fraction: float
+) -> tuple[list[Finding], dict[str, Any]]:
     """Findings for maps that are missing, or built on memories of which more than `fraction` changed since.
 
     `diff` is ``changes.diff_since_map`` (None when no map is stored).
     """
     findings: list[Finding] = []
     if diff is None or topic_build is None:
-        findings.append(Finding("topic-map-missing", "info", "the topic map has not been built yet", REFRESH_FIX))
+        findings.append(
+            Finding(
+                "topic-map-missing", "info", "the topic map has not been built yet", REFRESH_FIX
+            )
+        )
         return findings, {"changed_memories": None, "live_memories": None, "changed_share": None}
     share = diff.share
-    figures = {"changed_memories": diff.count, "live_memories": diff.live_count, "changed_share": round(share, 4)}
+    figures = {
+        "changed_memories": diff.count,
+        "live_memories": diff.live_count,
+        "changed_share": round(share, 4),
+    }
     if share > fraction:
-        findings.append(Finding(
-            "topic-map-stale", "warning",
-            f"the topic map is stale: {diff.count} of {diff.live_count} live memories ({share:.0%}) changed since it "
-            f"was built at {topic_build['built_at']} (threshold {fraction:.0%})", REFRESH_FIX))
+        findings.append(
+            Finding(
+                "topic-map-stale",
+                "warning",
+                f"the topic map is stale: {diff.count} of {diff.live_count} live memories "
+                f"({share:.0%}) changed since it "
+                f"was built at {topic_build['built_at']} (threshold {fraction:.0%})",
+                REFRESH_FIX,
+            )
+        )
     if seed_build is None:
-        findings.append(Finding("seed-map-missing", "info", "the seed map has not been built yet", REFRESH_FIX))
+        findings.append(
+            Finding("seed-map-missing", "info", "the seed map has not been built yet", REFRESH_FIX)
+        )
     elif share > fraction or (seed_build["built_at"] or "") < (topic_build["built_at"] or ""):
-        findings.append(Finding(
-            "seed-map-stale", "warning",
-            f"the seed map is stale: built at {seed_build['built_at']}, on memories or a topic map that changed since",
-            REFRESH_FIX))
+        findings.append(
+            Finding(
+                "seed-map-stale",
+                "warning",
+                f"the seed map is stale: built at {seed_build['built_at']}, on memories or a "
+                "topic map that changed since",
+                REFRESH_FIX,
+            )
+        )
     return findings, figures
 
 
@@ -76,9 +98,13 @@ def read_block_entries(blocks_dir: Path) -> tuple[list[tuple[str, str]], list[Fi
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:
-            findings.append(Finding("memory-block-unreadable", "warning", f"cannot read {path}: {error}"))
+            findings.append(
+                Finding("memory-block-unreadable", "warning", f"cannot read {path}: {error}")
+            )
             continue
-        entries.extend((name, entry.strip()) for entry in text.split(ENTRY_SEPARATOR) if entry.strip())
+        entries.extend(
+            (name, entry.strip()) for entry in text.split(ENTRY_SEPARATOR) if entry.strip()
+        )
     return entries, findings
 
 
@@ -92,17 +118,29 @@ def superseded_facts(connection: apsw.Connection, owner: str) -> list[dict[str, 
         "ON new.owner_id = old.owner_id AND new.category = old.category AND new.name = old.name "
         "AND new.valid_until IS NULL AND new.version > old.version "
         "WHERE old.owner_id = ? AND old.valid_until IS NOT NULL ORDER BY old.category, old.name, old.version",
-        (owner,))
-    return [{"category": row[0], "name": row[1], "body": row[2], "version": row[3], "closed_at": row[4],
-             "current_body": row[5], "current_version": row[6]} for row in rows]
+        (owner,),
+    )
+    return [
+        {
+            "category": row[0],
+            "name": row[1],
+            "body": row[2],
+            "version": row[3],
+            "closed_at": row[4],
+            "current_body": row[5],
+            "current_version": row[6],
+        }
+        for row in rows
+    ]
 
 
 def _comparable(text: str) -> str:
     return " ".join(tokens(text, limit=512))
 
 
-def stale_block_entries(connection: apsw.Connection, blocks_dir: Path, owner: str,
-                        similarity: float) -> list[Finding]:
+def stale_block_entries(
+    connection: apsw.Connection, blocks_dir: Path, owner: str, similarity: float
+) -> list[Finding]:
     """Entries of MEMORY.md/USER.md that match a superseded canonical fact better than its newer version."""
     facts = superseded_facts(connection, owner)
     entries, findings = read_block_entries(blocks_dir)
@@ -115,18 +153,25 @@ def stale_block_entries(connection: apsw.Connection, blocks_dir: Path, owner: st
             if len(old_text.split()) < MIN_FACT_TOKENS:
                 continue
             old_score = fuzz.token_set_ratio(entry_text, old_text)
-            if old_score < similarity or fuzz.token_set_ratio(entry_text, _comparable(fact["current_body"])) >= old_score:
+            if (
+                old_score < similarity
+                or fuzz.token_set_ratio(entry_text, _comparable(fact["current_body"])) >= old_score
+            ):
                 continue
-            findings.append(Finding(
-                "memory-block-superseded-fact", "warning",
-                f"{file_name} entry \"{_short(entry)}\" matches canonical fact {fact['category']}/{fact['name']} "
-                f"v{fact['version']} \"{_short(fact['body'])}\", superseded on {fact['closed_at']} by "
-                f"v{fact['current_version']} \"{_short(fact['current_body'])}\"",
-                f"edit {blocks_dir / file_name}"))
+            findings.append(
+                Finding(
+                    "memory-block-superseded-fact",
+                    "warning",
+                    f'{file_name} entry "{_short(entry)}" matches canonical fact {fact["category"]}/{fact["name"]} '
+                    f'v{fact["version"]} "{_short(fact["body"])}", superseded on {fact["closed_at"]} by '
+                    f'v{fact["current_version"]} "{_short(fact["current_body"])}"',
+                    f"edit {blocks_dir / file_name}",
+                )
+            )
             break  # one finding per entry: the best-known superseded slot is enough to act on
     return findings
 
 
 def _short(text: str, limit: int = 100) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

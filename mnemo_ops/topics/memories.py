@@ -50,12 +50,9 @@ def register_fingerprint(connection: apsw.Connection) -> None:
     connection.create_scalar_function(FUNCTION, zlib.crc32, 2, deterministic=True)
 
 
-def memory_key(kind: str, memory_id: str) -> str:
-    """The map key of a memory (``w:abc`` for working, ``e:abc`` for episodic)."""
-    return f"{KINDS[kind][0]}:{memory_id}"
-
-
-def load_live_memories(connection: apsw.Connection, now: datetime | None = None) -> dict[str, LiveMemory]:
+def load_live_memories(
+    connection: apsw.Connection, now: datetime | None = None
+) -> dict[str, LiveMemory]:
     """All live memories keyed by map key. Mnemosyne stamps valid_until as naive local ISO, so compare so."""
     now_iso = (now or datetime.now()).isoformat()
     memories: dict[str, LiveMemory] = {}
@@ -67,7 +64,8 @@ def load_live_memories(connection: apsw.Connection, now: datetime | None = None)
             f"SELECT '{prefix}:' || id, '{kind}', id, COALESCE(content, ''), COALESCE(importance, 0.5), "
             f"COALESCE(recall_count, 0), COALESCE(timestamp, ''), {FUNCTION}({body}, length({body})) "
             f"FROM {table} WHERE superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?)",
-            (now_iso,)).fetchall()
+            (now_iso,),
+        ).fetchall()
         memories.update({row[0]: make(LiveMemory, row) for row in rows})
     return memories
 
@@ -75,18 +73,24 @@ def load_live_memories(connection: apsw.Connection, now: datetime | None = None)
 def canonical_backed_keys(connection: apsw.Connection, memories: dict[str, LiveMemory]) -> set[str]:
     """Memories a current canonical fact stands behind: its lineage (``auto:<working id>``) or the same text."""
     backed: set[str] = set()
-    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tables = {
+        row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
     if "canonical_facts" not in tables:
         return backed
     bodies: set[str] = set()
-    for source, body in connection.execute("SELECT source, body FROM canonical_facts WHERE valid_until IS NULL"):
+    for source, body in connection.execute(
+        "SELECT source, body FROM canonical_facts WHERE valid_until IS NULL"
+    ):
         if source and source.startswith("auto:"):
             backed.add(f"w:{source[5:]}")
         if body:
             bodies.add(_normal_text(body))
     backed &= set(memories)
     if bodies:
-        backed.update(key for key, memory in memories.items() if _normal_text(memory.content) in bodies)
+        backed.update(
+            key for key, memory in memories.items() if _normal_text(memory.content) in bodies
+        )
     return backed
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core import database, state
-from mnemo_ops.core.private_files import write_atomic
+from mnemo_ops import database
+from mnemo_ops.core import state
+from mnemo_ops.private_files import write_atomic
 from mnemo_ops.settings import Settings
 from mnemo_ops.topics import freshness, store
 from mnemo_ops.topics.changes import diff_since_map
@@ -34,7 +35,10 @@ def maps_data(db) -> dict[str, Any]:
             "unclustered": unclustered_count(db),
             "topics": store.load_topics(db),
         },
-        "seed_map": {"built_at": (seed_build or {}).get("built_at"), "topics": store.load_seeds(db)},
+        "seed_map": {
+            "built_at": (seed_build or {}).get("built_at"),
+            "topics": store.load_seeds(db),
+        },
     }
 
 
@@ -45,10 +49,17 @@ def collect(settings: Settings) -> dict[str, Any]:
     try:
         data = maps_data(db)
         findings, figures = freshness.map_staleness(
-            diff_since_map(connection, settings.state_db_path), store.load_build(db, store.TOPIC_MAP),
-            store.load_build(db, store.SEED_MAP), float(settings.option("evening_batch.stale_fraction", 0.10)))
-        findings += freshness.stale_block_entries(connection, settings.memory_blocks_dir, settings.owner,
-                                                  float(settings.option("evening_batch.block_match_similarity", 85)))
+            diff_since_map(connection, settings.state_db_path),
+            store.load_build(db, store.TOPIC_MAP),
+            store.load_build(db, store.SEED_MAP),
+            float(settings.option("evening_batch.stale_fraction")),
+        )
+        findings += freshness.stale_block_entries(
+            connection,
+            settings.memory_blocks_dir,
+            settings.owner,
+            float(settings.option("evening_batch.block_match_similarity")),
+        )
     finally:
         connection.close()
         if db is not None:
@@ -62,9 +73,11 @@ def render_markdown(data: dict[str, Any]) -> str:
     """``reports/topics.md``: every topic with its terms and its seeds."""
     topic_map, seed_map = data["topic_map"], data["seed_map"]
     lines = ["# Topic map", ""]
-    lines.append(f"Built {topic_map['built_at'] or 'never'} ({topic_map['mode'] or '-'}; last full build "
-                 f"{topic_map['full_build_at'] or '-'}), {topic_map['live_memories'] or 0} live memories, "
-                 f"{len(topic_map['topics'])} topics, {topic_map['unclustered']} memories in no topic.")
+    lines.append(
+        f"Built {topic_map['built_at'] or 'never'} ({topic_map['mode'] or '-'}; last full build "
+        f"{topic_map['full_build_at'] or '-'}), {topic_map['live_memories'] or 0} live memories, "
+        f"{len(topic_map['topics'])} topics, {topic_map['unclustered']} memories in no topic."
+    )
     lines.append(f"Seed map built {seed_map['built_at'] or 'never'}.")
     lines.append("")
     for topic in topic_map["topics"]:
@@ -75,8 +88,10 @@ def render_markdown(data: dict[str, Any]) -> str:
         lines.append("")
         for rank, seed in enumerate(seed_map["topics"].get(topic["label"], []), start=1):
             marker = " [canonical]" if seed["canonical"] else ""
-            lines.append(f"{rank}. `{seed['key']}`{marker} (importance {seed['importance']:.2f}, "
-                         f"recalled {seed['recall_count']}×) {seed['preview']}")
+            lines.append(
+                f"{rank}. `{seed['key']}`{marker} (importance {seed['importance']:.2f}, "
+                f"recalled {seed['recall_count']}×) {seed['preview']}"
+            )
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

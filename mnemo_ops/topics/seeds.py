@@ -16,11 +16,21 @@ PREVIEW_CHARS = 120
 
 
 def _strength(memory: LiveMemory, backed: set[str]) -> tuple:
-    return (memory.key in backed, memory.importance, memory.recall_count, memory.timestamp, memory.key)
+    return (
+        memory.key in backed,
+        memory.importance,
+        memory.recall_count,
+        memory.timestamp,
+        memory.key,
+    )
 
 
-def build_seed_map(assignments: dict[str, str | None], memories: dict[str, LiveMemory], backed: set[str],
-                   per_topic: int) -> dict[str, list[dict[str, Any]]]:
+def build_seed_map(
+    assignments: dict[str, str | None],
+    memories: dict[str, LiveMemory],
+    backed: set[str],
+    per_topic: int,
+) -> dict[str, list[dict[str, Any]]]:
     """The strongest `per_topic` live members of every topic (from memory key -> topic), strongest first."""
     members: dict[str, list[LiveMemory]] = {}
     for key, label in assignments.items():
@@ -30,21 +40,44 @@ def build_seed_map(assignments: dict[str, str | None], memories: dict[str, LiveM
     for label in sorted(members):
         live = members[label]
         strongest = heapq.nlargest(per_topic, live, key=lambda memory: _strength(memory, backed))
-        seeds[label] = [{
-            "key": memory.key, "kind": memory.kind, "memory_id": memory.memory_id,
-            "canonical": memory.key in backed, "importance": memory.importance,
-            "recall_count": memory.recall_count, "timestamp": memory.timestamp,
-            "preview": " ".join(memory.content.split())[:PREVIEW_CHARS],
-        } for memory in strongest]
+        seeds[label] = [
+            {
+                "key": memory.key,
+                "kind": memory.kind,
+                "memory_id": memory.memory_id,
+                "canonical": memory.key in backed,
+                "importance": memory.importance,
+                "recall_count": memory.recall_count,
+                "timestamp": memory.timestamp,
+                "preview": " ".join(memory.content.split())[:PREVIEW_CHARS],
+            }
+            for memory in strongest
+        ]
     return seeds
 
 
-def seed_changes(stored: dict[str, list[dict[str, Any]]], fresh: dict[str, list[dict[str, Any]]]) -> tuple[set[str], set[str]]:
+def seed_changes(
+    stored: dict[str, list[dict[str, Any]]], fresh: dict[str, list[dict[str, Any]]]
+) -> tuple[set[str], set[str]]:
     """Topics whose seed list is new or different, and topics whose seeds must go."""
-    def signature(rows: list[dict[str, Any]]) -> list[tuple]:
-        return [(row["key"], bool(row["canonical"]), float(row["importance"]), int(row["recall_count"]),
-                 row["timestamp"], row["preview"]) for row in rows]
 
-    changed = {label for label, rows in fresh.items() if signature(rows) != signature(stored.get(label, []))}
+    def signature(rows: list[dict[str, Any]]) -> list[tuple]:
+        return [
+            (
+                row["key"],
+                bool(row["canonical"]),
+                float(row["importance"]),
+                int(row["recall_count"]),
+                row["timestamp"],
+                row["preview"],
+            )
+            for row in rows
+        ]
+
+    changed = {
+        label
+        for label, rows in fresh.items()
+        if signature(rows) != signature(stored.get(label, []))
+    }
     removed = set(stored) - set(fresh)
     return changed, removed

@@ -29,16 +29,54 @@ SEED_MAP = "seed-map"
 
 def ensure_tables(db: sqlite_utils.Database) -> None:
     """Create the map tables when missing (idempotent)."""
-    db["topic_map"].create({"label": str, "terms": str, "aliases": str, "term_counts": str,
-                            "size": int, "updated_at": str}, pk="label", if_not_exists=True)
-    db["topic_members"].create({"key": str, "kind": str, "memory_id": str, "topic": str, "fingerprint": int,
-                                "terms": str, "updated_at": str}, pk="key", if_not_exists=True)
+    db["topic_map"].create(
+        {
+            "label": str,
+            "terms": str,
+            "aliases": str,
+            "term_counts": str,
+            "size": int,
+            "updated_at": str,
+        },
+        pk="label",
+        if_not_exists=True,
+    )
+    db["topic_members"].create(
+        {
+            "key": str,
+            "kind": str,
+            "memory_id": str,
+            "topic": str,
+            "fingerprint": int,
+            "terms": str,
+            "updated_at": str,
+        },
+        pk="key",
+        if_not_exists=True,
+    )
     db["topic_members"].create_index(["topic"], if_not_exists=True)
-    db["seed_map"].create({"topic": str, "rank": int, "key": str, "kind": str, "memory_id": str, "canonical": int,
-                           "importance": float, "recall_count": int, "timestamp": str, "preview": str,
-                           "updated_at": str}, pk=("topic", "rank"), if_not_exists=True)
-    db["map_builds"].create({"name": str, "built_at": str, "full_build_at": str, "live_memories": int,
-                             "mode": str}, pk="name", if_not_exists=True)
+    db["seed_map"].create(
+        {
+            "topic": str,
+            "rank": int,
+            "key": str,
+            "kind": str,
+            "memory_id": str,
+            "canonical": int,
+            "importance": float,
+            "recall_count": int,
+            "timestamp": str,
+            "preview": str,
+            "updated_at": str,
+        },
+        pk=("topic", "rank"),
+        if_not_exists=True,
+    )
+    db["map_builds"].create(
+        {"name": str, "built_at": str, "full_build_at": str, "live_memories": int, "mode": str},
+        pk="name",
+        if_not_exists=True,
+    )
 
 
 def _has_tables(db: sqlite_utils.Database | None) -> bool:
@@ -62,9 +100,15 @@ def load_map(db: sqlite_utils.Database | None, with_members: bool = False) -> To
     if load_build(db, TOPIC_MAP) is None:
         return None
     topic_map = TopicMap()
-    for label, aliases, term_counts, size in db.execute("SELECT label, aliases, term_counts, size FROM topic_map"):
-        topic_map.topics[label] = Topic(label, aliases=json.loads(aliases or "[]"),
-                                        term_counts=Counter(json.loads(term_counts or "{}")), size=size or 0)
+    for label, aliases, term_counts, size in db.execute(
+        "SELECT label, aliases, term_counts, size FROM topic_map"
+    ):
+        topic_map.topics[label] = Topic(
+            label,
+            aliases=json.loads(aliases or "[]"),
+            term_counts=Counter(json.loads(term_counts or "{}")),
+            size=size or 0,
+        )
     if with_members:
         rows = db.execute("SELECT key, topic FROM topic_members").fetchall()
         topic_map.assignments = dict(rows)
@@ -78,10 +122,12 @@ def load_map(db: sqlite_utils.Database | None, with_members: bool = False) -> To
     def load_members(keys: list[str]) -> dict[str, tuple[str | None, str]]:
         found: dict[str, tuple[str | None, str]] = {}
         for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
+            chunk = keys[start : start + 500]
             for key, topic, terms in db.execute(
-                    f"SELECT key, topic, COALESCE(terms, '') FROM topic_members WHERE key IN "
-                    f"({','.join('?' * len(chunk))})", chunk):
+                f"SELECT key, topic, COALESCE(terms, '') FROM topic_members WHERE key IN "
+                f"({','.join('?' * len(chunk))})",
+                chunk,
+            ):
                 found[key] = (topic, terms)
         return found
 
@@ -98,27 +144,42 @@ def load_assignments(db: sqlite_utils.Database | None) -> dict[str, str | None]:
 
 def _topic_row(topic: Topic, label_terms: int, now: str) -> dict[str, Any]:
     return {
-        "label": topic.label, "terms": json.dumps(topic.top_terms(label_terms)),
+        "label": topic.label,
+        "terms": json.dumps(topic.top_terms(label_terms)),
         "aliases": json.dumps(sorted(topic.aliases)),
         "term_counts": json.dumps(topic.kept_term_counts(), separators=(",", ":")),
-        "size": topic.size, "updated_at": now,
+        "size": topic.size,
+        "updated_at": now,
     }
 
 
 def _member_row(topic_map: TopicMap, key: str, now: str) -> tuple:
     kind = "working" if key.startswith("w:") else "episodic"
-    return (key, kind, key[2:], topic_map.assignments.get(key), topic_map.fingerprints[key],
-            topic_map.terms.get(key, ""), now)
+    return (
+        key,
+        kind,
+        key[2:],
+        topic_map.assignments.get(key),
+        topic_map.fingerprints[key],
+        topic_map.terms.get(key, ""),
+        now,
+    )
 
 
-def save_map(db: sqlite_utils.Database, topic_map: TopicMap, changes: MapChanges, label_terms: int, now: str) -> None:
+def save_map(
+    db: sqlite_utils.Database, topic_map: TopicMap, changes: MapChanges, label_terms: int, now: str
+) -> None:
     """Write the map: everything after a full build, only what changed after an incremental update."""
     ensure_tables(db)
     connection = db.conn
-    member_sql = ("INSERT OR REPLACE INTO topic_members (key, kind, memory_id, topic, fingerprint, terms, updated_at) "
-                  "VALUES (?, ?, ?, ?, ?, ?, ?)")
-    topic_sql = ("INSERT OR REPLACE INTO topic_map (label, terms, aliases, term_counts, size, updated_at) "
-                 "VALUES (:label, :terms, :aliases, :term_counts, :size, :updated_at)")
+    member_sql = (
+        "INSERT OR REPLACE INTO topic_members (key, kind, memory_id, topic, fingerprint, terms, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)"
+    )
+    topic_sql = (
+        "INSERT OR REPLACE INTO topic_map (label, terms, aliases, term_counts, size, updated_at) "
+        "VALUES (:label, :terms, :aliases, :term_counts, :size, :updated_at)"
+    )
     full = changes.mode == "full"
     with connection:
         if full:
@@ -130,24 +191,44 @@ def save_map(db: sqlite_utils.Database, topic_map: TopicMap, changes: MapChanges
         else:
             keys = sorted(changes.changed_keys)
             labels = sorted(label for label in changes.touched_labels if label in topic_map.topics)
-            connection.executemany("DELETE FROM topic_members WHERE key = ?", [(key,) for key in sorted(changes.removed_keys)])
-            connection.executemany("DELETE FROM topic_map WHERE label = ?", [(label,) for label in sorted(changes.removed)])
+            connection.executemany(
+                "DELETE FROM topic_members WHERE key = ?",
+                [(key,) for key in sorted(changes.removed_keys)],
+            )
+            connection.executemany(
+                "DELETE FROM topic_map WHERE label = ?",
+                [(label,) for label in sorted(changes.removed)],
+            )
         connection.executemany(member_sql, [_member_row(topic_map, key, now) for key in keys])
-        connection.executemany(topic_sql, [_topic_row(topic_map.topics[label], label_terms, now) for label in labels])
+        connection.executemany(
+            topic_sql, [_topic_row(topic_map.topics[label], label_terms, now) for label in labels]
+        )
         previous = load_build(db, TOPIC_MAP)
         full_build_at = now if full else (previous or {}).get("full_build_at")
         connection.execute(
-            "INSERT OR REPLACE INTO map_builds (name, built_at, full_build_at, live_memories, mode) VALUES (?, ?, ?, ?, ?)",
-            (TOPIC_MAP, now, full_build_at, changes.live_memories, changes.mode))
+            "INSERT OR REPLACE INTO map_builds (name, built_at, full_build_at, live_memories, "
+            "mode) VALUES (?, ?, ?, ?, ?)",
+            (TOPIC_MAP, now, full_build_at, changes.live_memories, changes.mode),
+        )
 
 
 def load_topics(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
     """Stored topics for display (largest first); members are in ``topic_members``."""
     if not _has_tables(db):
         return []
-    rows = db.query("SELECT label, terms, aliases, size, updated_at FROM topic_map ORDER BY size DESC, label")
-    return [{"label": row["label"], "terms": json.loads(row["terms"]), "aliases": json.loads(row["aliases"]),
-             "size": row["size"], "updated_at": row["updated_at"]} for row in rows]
+    rows = db.query(
+        "SELECT label, terms, aliases, size, updated_at FROM topic_map ORDER BY size DESC, label"
+    )
+    return [
+        {
+            "label": row["label"],
+            "terms": json.loads(row["terms"]),
+            "aliases": json.loads(row["aliases"]),
+            "size": row["size"],
+            "updated_at": row["updated_at"],
+        }
+        for row in rows
+    ]
 
 
 def load_seeds(db: sqlite_utils.Database | None) -> dict[str, list[dict[str, Any]]]:
@@ -162,8 +243,14 @@ def load_seeds(db: sqlite_utils.Database | None) -> dict[str, list[dict[str, Any
     return seeds
 
 
-def save_seeds(db: sqlite_utils.Database, rows_by_topic: dict[str, list[dict[str, Any]]], changed: set[str],
-               removed: set[str], live_memories: int, now: str) -> None:
+def save_seeds(
+    db: sqlite_utils.Database,
+    rows_by_topic: dict[str, list[dict[str, Any]]],
+    changed: set[str],
+    removed: set[str],
+    live_memories: int,
+    now: str,
+) -> None:
     """Rewrite the seeds of changed topics, drop those of removed topics, stamp the build."""
     ensure_tables(db)
     connection = db.conn
@@ -175,8 +262,22 @@ def save_seeds(db: sqlite_utils.Database, rows_by_topic: dict[str, list[dict[str
                 connection.execute(
                     "INSERT INTO seed_map (topic, rank, key, kind, memory_id, canonical, importance, recall_count, "
                     "timestamp, preview, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (label, rank, seed["key"], seed["kind"], seed["memory_id"], int(seed["canonical"]),
-                     seed["importance"], seed["recall_count"], seed["timestamp"], seed["preview"], now))
+                    (
+                        label,
+                        rank,
+                        seed["key"],
+                        seed["kind"],
+                        seed["memory_id"],
+                        int(seed["canonical"]),
+                        seed["importance"],
+                        seed["recall_count"],
+                        seed["timestamp"],
+                        seed["preview"],
+                        now,
+                    ),
+                )
         connection.execute(
-            "INSERT OR REPLACE INTO map_builds (name, built_at, full_build_at, live_memories, mode) VALUES (?, ?, ?, ?, ?)",
-            (SEED_MAP, now, now, live_memories, "full"))
+            "INSERT OR REPLACE INTO map_builds (name, built_at, full_build_at, live_memories, "
+            "mode) VALUES (?, ?, ?, ?, ?)",
+            (SEED_MAP, now, now, live_memories, "full"),
+        )

@@ -26,7 +26,9 @@ time.sleep(60)
 
 
 def _start_holder(lock_path: Path, spawn_child: bool = False) -> subprocess.Popen:
-    args = [sys.executable, "-c", HOLDER_SCRIPT, str(lock_path)] + (["child"] if spawn_child else [])
+    args = [sys.executable, "-c", HOLDER_SCRIPT, str(lock_path)] + (
+        ["child"] if spawn_child else []
+    )
     process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert process.stdout.readline().strip() == "locked"
     return process
@@ -85,7 +87,9 @@ def test_children_of_a_holder_do_not_keep_the_lock(tmp_path):
 def test_wait_gets_the_lock_once_released(tmp_path):
     lock_path = tmp_path / "locks" / "writer.lock"
     holder = _start_holder(lock_path)
-    subprocess.Popen([sys.executable, "-c", f"import os, time; time.sleep(0.5); os.kill({holder.pid}, 9)"])
+    subprocess.Popen(
+        [sys.executable, "-c", f"import os, time; time.sleep(0.5); os.kill({holder.pid}, 9)"]
+    )
     with WriterLock(lock_path, "waiter", wait_s=30):
         pass
     holder.wait()  # getting here means the waiter took the lock once the holder died

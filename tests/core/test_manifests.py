@@ -1,11 +1,12 @@
 """Job manifests: all nine present and valid; a broken manifest names its file and key."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from mnemo_ops.core.errors import ConfigError
-from mnemo_ops.core.manifests import JOB_NAMES, load_manifests
+from mnemo_ops.core.manifests import load_manifests
+from mnemo_ops.settings import JOB_NAMES
 
 
 def test_all_jobs_have_valid_manifests():
@@ -22,23 +23,34 @@ def test_all_jobs_have_valid_manifests():
 
 def test_next_and_previous_run():
     backup = load_manifests()["backup"]
-    moment = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
-    assert backup.next_run(moment) == datetime(2026, 12, 1, 2, 0, tzinfo=timezone.utc)
-    assert backup.previous_run(moment) == datetime(2026, 11, 30, 2, 0, tzinfo=timezone.utc)
+    moment = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+    assert backup.next_run(moment) == datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+    assert backup.previous_run(moment) == datetime(2026, 11, 30, 2, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ("name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\ntimeout: 5\nextra: 1\n",
-         "unknown key 'extra'"),
-        ("name: backup\nschedule: 'every day'\ndescription: x\nwrites: []\ncheckpoint: none\ntimeout: 5\n",
-         "key 'schedule'"),
-        ("name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: [disk]\ncheckpoint: none\ntimeout: 5\n",
-         "key 'writes'"),
-        ("name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: always\ntimeout: 5\n",
-         "key 'checkpoint'"),
-        ("name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\n", "missing key 'timeout'"),
+        (
+            "name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\ntimeout: 5\nextra: 1\n",
+            "unknown key 'extra'",
+        ),
+        (
+            "name: backup\nschedule: 'every day'\ndescription: x\nwrites: []\ncheckpoint: none\ntimeout: 5\n",
+            "key 'schedule'",
+        ),
+        (
+            "name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: [disk]\ncheckpoint: none\ntimeout: 5\n",
+            "key 'writes'",
+        ),
+        (
+            "name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: always\ntimeout: 5\n",
+            "key 'checkpoint'",
+        ),
+        (
+            "name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\n",
+            "missing key 'timeout'",
+        ),
     ],
 )
 def test_broken_manifest_is_named(tmp_path, text, fragment):
@@ -50,6 +62,7 @@ def test_broken_manifest_is_named(tmp_path, text, fragment):
 
 def test_manifest_name_must_match_file(tmp_path):
     (tmp_path / "backup.yaml").write_text(
-        "name: evening-batch\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\ntimeout: 5\n")
+        "name: evening-batch\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\ntimeout: 5\n"
+    )
     with pytest.raises(ConfigError, match="must match the file name"):
         load_manifests(tmp_path)

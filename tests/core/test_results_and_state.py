@@ -3,7 +3,7 @@
 import json
 import os
 import stat
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from freezegun import freeze_time
@@ -17,17 +17,35 @@ def test_result_json_contract():
         result = JobResult(job="backup", db="/x/mnemosyne.db")
     result.count("files_written", 3)
     result.count("files_written")
-    result.warn("wal-large", "WAL is 300 MB", severity="warning", fix="mnemo-ops run monthly-maintenance")
+    result.warn(
+        "wal-large", "WAL is 300 MB", severity="warning", fix="mnemo-ops run monthly-maintenance"
+    )
     with freeze_time("2026-11-30 02:00:02.5"):
         result.finish()
     data = result.to_dict()
-    assert set(data) == {"job", "status", "dry_run", "started_at", "finished_at", "duration_s", "db",
-                         "checkpoint", "changes", "stats", "warnings", "error"}
+    assert set(data) == {
+        "job",
+        "status",
+        "dry_run",
+        "started_at",
+        "finished_at",
+        "duration_s",
+        "db",
+        "checkpoint",
+        "changes",
+        "stats",
+        "warnings",
+        "error",
+    }
     assert data["status"] == "ok" and data["duration_s"] == 2.5
     assert data["started_at"] == "2026-11-30T02:00:00+00:00"
     assert data["changes"] == {"files_written": 4}
-    assert data["warnings"][0] == {"code": "wal-large", "severity": "warning", "message": "WAL is 300 MB",
-                                   "fix": "mnemo-ops run monthly-maintenance"}
+    assert data["warnings"][0] == {
+        "code": "wal-large",
+        "severity": "warning",
+        "message": "WAL is 300 MB",
+        "fix": "mnemo-ops run monthly-maintenance",
+    }
     assert result.exit_code == 0 and result.worst_severity == "warning"
     json.dumps(data)
 
@@ -68,7 +86,7 @@ def test_ledger_records_runs_and_last_runs(tmp_path):
     assert latest["backup"]["last_success"] == "2026-11-28T02:00:00+00:00"
     assert latest["memory-maintain"]["status"] == "skipped"
     assert latest["memory-maintain"].get("last_success") is None
-    since = state.runs_since(db, datetime(2026, 11, 29, tzinfo=timezone.utc))
+    since = state.runs_since(db, datetime(2026, 11, 29, tzinfo=UTC))
     assert [row["job"] for row in since] == ["backup", "memory-maintain"]
     assert json.loads(since[0]["result_json"])["error"] == "disk full"
 
@@ -93,3 +111,16 @@ def test_state_db_is_not_wal(tmp_path):
     reader.execute("SELECT count(*) FROM runs").fetchone()
     reader.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db"]
+
+
+def test_status_and_severity_are_checked_against_their_enums():
+    from mnemo_ops.core.results import Severity, Status
+
+    result = JobResult(job="backup")
+    result.status = "failed"
+    assert result.status is Status.FAILED and result.to_dict()["status"] == "failed"
+    with pytest.raises(ValueError):
+        result.status = "finished"
+    with pytest.raises(ValueError):
+        JobWarning(code="x", severity="fatal", message="no such severity")
+    assert [severity.rank for severity in Severity] == [0, 1, 2, 3]

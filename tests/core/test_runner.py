@@ -1,6 +1,7 @@
 """The runner with probe jobs: lock, skip, ledger, failures, timeout, dry-run purity.
 
-The probe jobs stand in for a job module only; the database, state dir, lock and holder process
+The probe jobs are handed to the runner as the job function (as ``mnemo_ops.jobs`` hands a job's
+``run``), with the application's real hooks; the database, state dir, lock and holder process
 are all real.
 """
 
@@ -8,13 +9,15 @@ import json
 import subprocess
 import sys
 import time
-import types
 
 import pytest
 
-from mnemo_ops.core import database, runner, state
+from mnemo_ops import database
+from mnemo_ops.core import runner, state
 from mnemo_ops.core.errors import DatabaseError, MnemoOpsError, UsageError
 from mnemo_ops.core.lock import lock_path_for
+from mnemo_ops.database import transactions
+from mnemo_ops.jobs import HOOKS
 from mnemo_ops.settings import load_settings
 from tests.purity import assert_unchanged, sample_snapshot
 
@@ -29,10 +32,6 @@ time.sleep(60)
 """
 
 
-def _use_job(monkeypatch, run):
-    monkeypatch.setattr(runner, "load_job", lambda name: types.SimpleNamespace(run=run))
-
-
 def _insert_edge(ctx):
     """A probe job that writes one graph edge through a real BEGIN IMMEDIATE batch."""
     connection = ctx.open_db()
@@ -40,9 +39,13 @@ def _insert_edge(ctx):
     if ctx.dry_run:
         return ctx.result
     ctx.before_write()
-    database.write_batch(connection, lambda conn: conn.execute(
-        "INSERT INTO graph_edges (source, target, edge_type, weight, timestamp) "
-        "VALUES ('probe-a', 'probe-b', 'probe', 1.0, '2026-11-30')"))
+    transactions.write_batch(
+        connection,
+        lambda conn: conn.execute(
+            "INSERT INTO graph_edges (source, target, edge_type, weight, timestamp) "
+            "VALUES ('probe-a', 'probe-b', 'probe', 1.0, '2026-11-30')"
+        ),
+    )
     connection.close()
     return ctx.result
 
@@ -50,14 +53,17 @@ def _insert_edge(ctx):
 def _edges(settings):
     connection = database.open_memory_db(settings.db_path, readonly=True)
     try:
-        return connection.execute("SELECT count(*) FROM graph_edges WHERE edge_type = 'probe'").fetchone()[0]
+        return connection.execute(
+            "SELECT count(*) FROM graph_edges WHERE edge_type = 'probe'"
+        ).fetchone()[0]
     finally:
         connection.close()
 
 
-def test_real_run_writes_and_records(monkeypatch, sample_settings):
-    _use_job(monkeypatch, _insert_edge)
-    result = runner.run_job(sample_settings, "memory-maintain", show_progress=False)
+def test_real_run_writes_and_records(sample_settings):
+    result = runner.run_job(
+        sample_settings, "memory-maintain", _insert_edge, hooks=HOOKS, show_progress=False
+    )
     assert result.status == "ok", result.error
     assert result.changes == {"edges_created": 1}
     assert _edges(sample_settings) == 1
@@ -65,27 +71,41 @@ def test_real_run_writes_and_records(monkeypatch, sample_settings):
     assert state.last_runs(ledger)["memory-maintain"]["status"] == "ok"
 
 
-def test_dry_run_changes_nothing_and_records_nothing(monkeypatch, sample, sample_settings):
-    _use_job(monkeypatch, _insert_edge)
+def test_dry_run_changes_nothing_and_records_nothing(sample, sample_settings):
     before = sample_snapshot(sample)
-    result = runner.run_job(sample_settings, "memory-maintain", dry_run=True, show_progress=False)
+    result = runner.run_job(
+        sample_settings,
+        "memory-maintain",
+        _insert_edge,
+        hooks=HOOKS,
+        dry_run=True,
+        show_progress=False,
+    )
     assert result.status == "dry-run" and result.changes == {"edges_created": 1}
     assert_unchanged(before, sample_snapshot(sample))
     assert not sample_settings.state_db_path.exists()
 
 
-def test_held_lock_skips_with_exit_75_and_a_ledger_row(monkeypatch, sample_settings):
-    _use_job(monkeypatch, _insert_edge)
+def test_held_lock_skips_with_exit_75_and_a_ledger_row(sample_settings):
     lock_path = lock_path_for(sample_settings.state_dir, sample_settings.db_path)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(lock_path)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock_path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
-        result = runner.run_job(sample_settings, "memory-maintain", show_progress=False)
+        result = runner.run_job(
+            sample_settings, "memory-maintain", _insert_edge, hooks=HOOKS, show_progress=False
+        )
         assert result.status == "skipped" and result.exit_code == 75
         assert result.stats["lock_holder"]["pid"] == holder.pid
         assert _edges(sample_settings) == 0
         # A dry run does not need the lock.
-        assert runner.run_job(sample_settings, "memory-maintain", dry_run=True).status == "dry-run"
+        assert (
+            runner.run_job(
+                sample_settings, "memory-maintain", _insert_edge, hooks=HOOKS, dry_run=True
+            ).status
+            == "dry-run"
+        )
     finally:
         holder.kill()
         holder.wait()
@@ -94,97 +114,114 @@ def test_held_lock_skips_with_exit_75_and_a_ledger_row(monkeypatch, sample_setti
     assert row[0] == "skipped" and row[1] == 75 and "holds the lock" in row[2]
 
 
-def test_wait_takes_the_lock_when_the_holder_exits(monkeypatch, sample_settings):
-    _use_job(monkeypatch, _insert_edge)
+def test_wait_takes_the_lock_when_the_holder_exits(sample_settings):
     lock_path = lock_path_for(sample_settings.state_dir, sample_settings.db_path)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER.replace("time.sleep(60)", "time.sleep(0.5)"),
-                               str(lock_path)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER.replace("time.sleep(60)", "time.sleep(0.5)"), str(lock_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert holder.stdout.readline().strip() == "locked"
-    result = runner.run_job(sample_settings, "memory-maintain", wait_s=30, show_progress=False)
+    result = runner.run_job(
+        sample_settings,
+        "memory-maintain",
+        _insert_edge,
+        hooks=HOOKS,
+        wait_s=30,
+        show_progress=False,
+    )
     holder.wait()
     assert result.status == "ok" and _edges(sample_settings) == 1
 
 
-def test_expected_failure_is_one_line_and_recorded(monkeypatch, sample_settings):
+def test_expected_failure_is_one_line_and_recorded(sample_settings):
     def failing(ctx):
         raise MnemoOpsError("the queue folder is not readable")
 
-    _use_job(monkeypatch, failing)
-    result = runner.run_job(sample_settings, "bridge-drain")
+    result = runner.run_job(sample_settings, "bridge-drain", failing, hooks=HOOKS)
     assert result.status == "failed" and result.exit_code == 1
     assert result.error == "the queue folder is not readable"
     ledger = state.open_state(sample_settings.state_db_path)
-    assert json.loads(ledger.execute("SELECT result_json FROM runs").fetchone()[0])["status"] == "failed"
+    assert (
+        json.loads(ledger.execute("SELECT result_json FROM runs").fetchone()[0])["status"]
+        == "failed"
+    )
 
 
-def test_usage_error_inside_a_job_exits_2(monkeypatch, sample_settings):
+def test_usage_error_inside_a_job_exits_2(sample_settings):
     def bad_option(ctx):
         raise UsageError("unknown option 'x'")
 
-    _use_job(monkeypatch, bad_option)
-    assert runner.run_job(sample_settings, "bridge-drain").exit_code == 2
+    assert runner.run_job(sample_settings, "bridge-drain", bad_option, hooks=HOOKS).exit_code == 2
 
 
-def test_crash_becomes_failed_result(monkeypatch, sample_settings):
+def test_crash_becomes_failed_result(sample_settings):
     def crashing(ctx):
         return {}["missing"]
 
-    _use_job(monkeypatch, crashing)
-    result = runner.run_job(sample_settings, "bridge-drain")
+    result = runner.run_job(sample_settings, "bridge-drain", crashing, hooks=HOOKS)
     assert result.status == "failed" and result.error.startswith("KeyError")
 
 
-def test_timeout_from_config_stops_the_job(monkeypatch, sample, tmp_path):
+def test_timeout_from_config_stops_the_job(sample, tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("jobs:\n  bridge-drain:\n    timeout: 1\n")
-    settings = load_settings(db=sample.db_path, state_dir=sample.state_dir, config=config, environ=sample.environ())
+    settings = load_settings(
+        db=sample.db_path, state_dir=sample.state_dir, config=config, environ=sample.environ()
+    )
 
     def slow(ctx):
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             time.sleep(0.05)
 
-    _use_job(monkeypatch, slow)
-    result = runner.run_job(settings, "bridge-drain")
+    result = runner.run_job(settings, "bridge-drain", slow, hooks=HOOKS)
     assert result.status == "failed" and "timed out" in result.error
 
 
-def test_disabled_job_is_skipped_with_exit_0(monkeypatch, sample, tmp_path):
+def test_disabled_job_is_skipped_with_exit_0(sample, tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("jobs:\n  bridge-drain:\n    enabled: false\n")
-    settings = load_settings(db=sample.db_path, state_dir=sample.state_dir, config=config, environ=sample.environ())
-    _use_job(monkeypatch, _insert_edge)
-    result = runner.run_job(settings, "bridge-drain")
+    settings = load_settings(
+        db=sample.db_path, state_dir=sample.state_dir, config=config, environ=sample.environ()
+    )
+    result = runner.run_job(settings, "bridge-drain", _insert_edge, hooks=HOOKS)
     assert result.status == "skipped" and result.exit_code == 0
-    assert runner.run_job(settings, "bridge-drain", force=True).status == "ok"
+    assert (
+        runner.run_job(settings, "bridge-drain", _insert_edge, hooks=HOOKS, force=True).status
+        == "ok"
+    )
 
 
-def test_bad_database_raises_before_the_job(monkeypatch, sample, tmp_path):
-    _use_job(monkeypatch, _insert_edge)
-    settings = load_settings(db=tmp_path / "missing.db", state_dir=tmp_path / "state", environ=sample.environ())
+def test_bad_database_raises_before_the_job(sample, tmp_path):
+    settings = load_settings(
+        db=tmp_path / "missing.db", state_dir=tmp_path / "state", environ=sample.environ()
+    )
     with pytest.raises(DatabaseError):
-        runner.run_job(settings, "memory-maintain")
+        runner.run_job(settings, "memory-maintain", _insert_edge, hooks=HOOKS)
     assert not (tmp_path / "state").exists()
 
 
-def test_prometheus_textfile(monkeypatch, sample, tmp_path):
+def test_prometheus_textfile(sample, tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text(f"monitoring:\n  prometheus_textfile_dir: {tmp_path / 'prom'}\n")
-    settings = load_settings(db=sample.db_path, state_dir=sample.state_dir, config=config, environ=sample.environ())
-    _use_job(monkeypatch, _insert_edge)
-    runner.run_job(settings, "memory-maintain")
+    settings = load_settings(
+        db=sample.db_path, state_dir=sample.state_dir, config=config, environ=sample.environ()
+    )
+    runner.run_job(settings, "memory-maintain", _insert_edge, hooks=HOOKS)
     text = (tmp_path / "prom" / "mnemo_ops_memory_maintain.prom").read_text()
     assert 'mnemo_ops_last_success_timestamp_seconds{job="memory-maintain"}' in text
     assert 'mnemo_ops_last_changes{job="memory-maintain",change="edges_created"} 1' in text
     assert not [p for p in (tmp_path / "prom").iterdir() if p.name.endswith(".tmp")]
 
 
-def test_unreachable_ping_never_fails_the_job(monkeypatch, sample, tmp_path):
+def test_unreachable_ping_never_fails_the_job(sample, tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("jobs:\n  memory-maintain:\n    ping_url: http://127.0.0.1:9/ping\n")
-    settings = load_settings(db=sample.db_path, state_dir=sample.state_dir, config=config, environ=sample.environ())
-    _use_job(monkeypatch, _insert_edge)
-    result = runner.run_job(settings, "memory-maintain")
+    settings = load_settings(
+        db=sample.db_path, state_dir=sample.state_dir, config=config, environ=sample.environ()
+    )
+    result = runner.run_job(settings, "memory-maintain", _insert_edge, hooks=HOOKS)
     assert result.status == "ok"
     assert any(w.code == "ping-failed" and w.severity == "info" for w in result.warnings)
 
@@ -194,3 +231,18 @@ def test_not_implemented_job_exits_2(sample, cli):
     assert result.returncode == 2
     assert "not implemented yet" in result.stderr
     assert not (sample.state_dir / "state.db").exists()
+
+
+def test_a_preflight_check_refuses_the_run_before_the_job_writes(sample_settings):
+    def refuse(ctx):
+        if not ctx.dry_run:
+            raise UsageError("refused before the first write")
+
+    hooks = runner.RunHooks(checkpoint=HOOKS.checkpoint, preflight=(refuse,))
+    result = runner.run_job(sample_settings, "memory-maintain", _insert_edge, hooks=hooks)
+    assert result.exit_code == 2 and result.error == "refused before the first write"
+    assert _edges(sample_settings) == 0
+    dry = runner.run_job(
+        sample_settings, "memory-maintain", _insert_edge, hooks=hooks, dry_run=True
+    )
+    assert dry.status == "dry-run"

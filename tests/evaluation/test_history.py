@@ -10,13 +10,30 @@ def test_record_and_read_back(tmp_path):
     db = state.open_state(tmp_path / "state.db")
     assert history.recent(db) == []
     for number, status in enumerate(("no-baseline", "ok", "regressed"), start=1):
-        history.record(db, run_at=f"2026-11-0{number}T03:45:00+00:00", suite="s.jsonl", suite_sha256="ab",
-                       engine="mnemosyne", k=10, metrics={"recall@10": number / 4}, regressions=number - 1,
-                       status=status)
+        history.record(
+            db,
+            run_at=f"2026-11-0{number}T03:45:00+00:00",
+            suite="s.jsonl",
+            suite_sha256="ab",
+            engine="mnemosyne",
+            k=10,
+            metrics={"recall@10": number / 4},
+            regressions=number - 1,
+            status=status,
+        )
     rows = history.recent(db, limit=2)
     assert [row["status"] for row in rows] == ["regressed", "ok"]
     assert rows[0]["metrics"] == {"recall@10": 0.75} and rows[0]["regressions"] == 2
     with pytest.raises(ValueError):
-        history.record(db, run_at="x", suite="s", suite_sha256="ab", engine="e", k=1, metrics={}, regressions=0,
-                       status="great")
+        history.record(
+            db,
+            run_at="x",
+            suite="s",
+            suite_sha256="ab",
+            engine="e",
+            k=1,
+            metrics={},
+            regressions=0,
+            status="great",
+        )
     db.close()

@@ -27,7 +27,9 @@ def test_cutoff_k_excludes_later_hits():
 
 def test_expect_is_a_case_insensitive_substring_and_credited_once():
     # "TOMATO" matches ranks 2 and 3, but one target gains once: DCG = 1/log2(3) = 0.63093, IDCG = 1
-    results = ranked(("m1", "nothing here"), ("m2", "Heirloom tomatoes in beds"), ("m3", "tomato soup"))
+    results = ranked(
+        ("m1", "nothing here"), ("m2", "Heirloom tomatoes in beds"), ("m3", "tomato soup")
+    )
     score = score_case("c", None, [], ["TOMATO"], results, k=10)
     assert score.hit_rank == 2 and score.mrr == 0.5 and score.recall_all == 1.0
     assert score.ndcg == pytest.approx(0.630930, abs=1e-6)
@@ -55,15 +57,25 @@ def test_one_memory_matching_two_targets():
 
 
 def test_aggregate_and_per_category_are_means():
-    first = score_case("a", "fact", ["a", "c"], [], ranked("x", "a", "y", "c", "z"), k=10)   # mrr .5
-    second = score_case("b", "fact", ["c"], [], ranked("x", "a", "y", "c"), k=3)              # all 0
-    third = score_case("c", "event", ["q"], [], ranked("q"), k=10)                             # all 1
+    first = score_case("a", "fact", ["a", "c"], [], ranked("x", "a", "y", "c", "z"), k=10)  # mrr .5
+    second = score_case("b", "fact", ["c"], [], ranked("x", "a", "y", "c"), k=3)  # all 0
+    third = score_case("c", "event", ["q"], [], ranked("q"), k=10)  # all 1
     overall = aggregate([first, second, third], 10)
     # recall (1+0+1)/3; recall_all (1+0+1)/3; MRR (.5+0+1)/3 = .5; nDCG (.650921+0+1)/3 = .550307
-    assert overall == {"recall@10": 0.666667, "recall_all@10": 0.666667, "mrr@10": 0.5, "ndcg@10": 0.550307}
+    assert overall == {
+        "recall@10": 0.666667,
+        "recall_all@10": 0.666667,
+        "mrr@10": 0.5,
+        "ndcg@10": 0.550307,
+    }
     categories = per_category([first, second, third], 10)
-    assert categories["fact"] == {"cases": 2, "recall@10": 0.5, "recall_all@10": 0.5, "mrr@10": 0.25,
-                                  "ndcg@10": 0.32546}
+    assert categories["fact"] == {
+        "cases": 2,
+        "recall@10": 0.5,
+        "recall_all@10": 0.5,
+        "mrr@10": 0.25,
+        "ndcg@10": 0.32546,
+    }
     assert categories["event"]["mrr@10"] == 1.0
     assert aggregate([], 5) == {"recall@5": 0.0, "recall_all@5": 0.0, "mrr@5": 0.0, "ndcg@5": 0.0}
 

@@ -17,12 +17,30 @@ def write(tmp_path, name, text):
 
 
 def test_jsonl_suite_with_all_fields(tmp_path):
-    line = {"id": "c1", "query": "q?", "relevant": ["abc"], "expect": ["x"], "session": "s", "category": "fact", "k": 5}
-    path = write(tmp_path, "s.jsonl", json.dumps(line) + "\n\n" + json.dumps({"id": 2, "query": "r", "expect": "y"}) + "\n")
+    line = {
+        "id": "c1",
+        "query": "q?",
+        "relevant": ["abc"],
+        "expect": ["x"],
+        "session": "s",
+        "category": "fact",
+        "k": 5,
+    }
+    path = write(
+        tmp_path,
+        "s.jsonl",
+        json.dumps(line) + "\n\n" + json.dumps({"id": 2, "query": "r", "expect": "y"}) + "\n",
+    )
     suite = load_suite(path)
     assert [case.id for case in suite.cases] == ["c1", "2"]
     first = suite.cases[0]
-    assert (first.relevant, first.expect, first.session, first.category, first.k) == (("abc",), ("x",), "s", "fact", 5)
+    assert (first.relevant, first.expect, first.session, first.category, first.k) == (
+        ("abc",),
+        ("x",),
+        "s",
+        "fact",
+        5,
+    )
     assert suite.cases[1].expect == ("y",)
     assert suite.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -30,21 +48,34 @@ def test_jsonl_suite_with_all_fields(tmp_path):
 def test_yaml_suite_list_and_mapping(tmp_path):
     listed = load_suite(write(tmp_path, "a.yaml", "- id: a\n  query: where?\n  expect: [Lisbon]\n"))
     assert listed.cases[0].expect == ("Lisbon",) and listed.k is None
-    mapped = load_suite(write(tmp_path, "b.yml", "k: 5\ncases:\n  - {id: a, query: q, relevant: [m1]}\n"))
+    mapped = load_suite(
+        write(tmp_path, "b.yml", "k: 5\ncases:\n  - {id: a, query: q, relevant: [m1]}\n")
+    )
     assert mapped.k == 5 and mapped.cases[0].relevant == ("m1",)
 
 
-@pytest.mark.parametrize("line, message", [
-    ('{"id": "a", "query": "q"}', "field 'relevant' or 'expect' is required"),
-    ('{"query": "q", "expect": ["x"]}', "field 'id' is required"),
-    ('{"id": "a", "expect": ["x"]}', "field 'query' is required"),
-    ('{"id": "a", "query": "q", "expect": ["x"], "k": 0}', "field 'k' must be a positive integer"),
-    ('{"id": "a", "query": "q", "expect": [""]}', "field 'expect' must be a list of non-empty strings"),
-    ('{"id": "a", "query": "q", "expect": ["x"], "colour": 1}', "unknown field 'colour'"),
-    ('{"id": "a", "query": ', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"id": "a", "query": "q"}', "field 'relevant' or 'expect' is required"),
+        ('{"query": "q", "expect": ["x"]}', "field 'id' is required"),
+        ('{"id": "a", "expect": ["x"]}', "field 'query' is required"),
+        (
+            '{"id": "a", "query": "q", "expect": ["x"], "k": 0}',
+            "field 'k' must be a positive integer",
+        ),
+        (
+            '{"id": "a", "query": "q", "expect": [""]}',
+            "field 'expect' must be a list of non-empty strings",
+        ),
+        ('{"id": "a", "query": "q", "expect": ["x"], "colour": 1}', "unknown field 'colour'"),
+        ('{"id": "a", "query": ', "not valid JSON"),
+    ],
+)
 def test_bad_cases_name_file_line_and_field(tmp_path, line, message):
-    path = write(tmp_path, "bad.jsonl", '{"id": "ok", "query": "q", "expect": ["x"]}\n' + line + "\n")
+    path = write(
+        tmp_path, "bad.jsonl", '{"id": "ok", "query": "q", "expect": ["x"]}\n' + line + "\n"
+    )
     with pytest.raises(UsageError) as error:
         load_suite(path)
     assert f"{path}:2" in error.value.message and message in error.value.message
@@ -65,5 +96,7 @@ def test_duplicate_ids_empty_and_missing_suites(tmp_path):
 def test_sample_suite_is_valid_and_uses_expect():
     suite = load_suite(resource_dir("fixtures") / "eval" / "sample.jsonl")
     assert len(suite.cases) >= 12
-    assert all(case.expect and not case.relevant for case in suite.cases)  # ids are random per build
+    assert all(
+        case.expect and not case.relevant for case in suite.cases
+    )  # ids are random per build
     assert len({case.category for case in suite.cases}) >= 3

@@ -20,7 +20,12 @@ def main() -> None:
     """Wrap both libraries' connection constructors, then run the CLI."""
     database = os.path.abspath(os.environ["MNEMO_OPS_TEST_DB"])
     events: list[list[str]] = []
-    atexit.register(lambda: open(os.environ["CONNECTION_LOG"], "w").write(json.dumps(events)))
+
+    def write_log() -> None:
+        with open(os.environ["CONNECTION_LOG"], "w") as log:
+            log.write(json.dumps(events))
+
+    atexit.register(write_log)
     original_connect = sqlite3.connect
 
     def connect(*args, **kwargs):

@@ -14,7 +14,10 @@ import runpy
 import sqlite3
 import sys
 
-STATEMENTS = {"working_memory": "INSERT INTO working_memory", "memories": "INSERT OR REPLACE INTO memories"}
+STATEMENTS = {
+    "working_memory": "INSERT INTO working_memory",
+    "memories": "INSERT OR REPLACE INTO memories",
+}
 
 
 def main() -> None:
@@ -39,7 +42,9 @@ def main() -> None:
 
     def connect(*args, **kwargs):
         connection = original_connect(*args, **kwargs)
-        if os.path.abspath(str(args[0] if args else kwargs.get("database"))) == os.path.abspath(database):
+        if os.path.abspath(str(args[0] if args else kwargs.get("database"))) == os.path.abspath(
+            database
+        ):
             connection.set_trace_callback(trace)
         return connection
 

@@ -43,13 +43,17 @@ print(number, flush=True)
 def pad_database(db_path: Path, rows: int = 12000) -> None:
     """Make the sample big enough (tens of MB, FTS-indexed by Mnemosyne's triggers) that a copy takes a while."""
     rng = random.Random(3)
-    words = ["".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(3, 9))) for _ in range(3000)]
+    words = [
+        "".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(3, 9)))
+        for _ in range(3000)
+    ]
     connection = sqlite3.connect(db_path)
     with connection:
         connection.executemany(
             "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance)"
             " VALUES (?, ?, 'import', '2026-01-01T00:00:00', 'padding', 0.3)",
-            [(f"p{number:015d}", " ".join(rng.choices(words, k=60))) for number in range(rows)])
+            [(f"p{number:015d}", " ".join(rng.choices(words, k=60))) for number in range(rows)],
+        )
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     connection.close()
 
@@ -59,8 +63,11 @@ class Writer:
 
     def __init__(self, db_path: Path, directory: Path):
         self.stop_file = directory / "stop-writer"
-        self.process = subprocess.Popen([sys.executable, "-c", WRITER, str(db_path), str(self.stop_file)],
-                                        stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(db_path), str(self.stop_file)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.process.stdout.readline().strip() == "ready"
 
     def finish(self) -> int:
@@ -72,7 +79,12 @@ class Writer:
 
 
 def writer_rows(connection: sqlite3.Connection) -> list[str]:
-    return [row[0] for row in connection.execute("SELECT id FROM working_memory WHERE session_id = 'writer' ORDER BY id")]
+    return [
+        row[0]
+        for row in connection.execute(
+            "SELECT id FROM working_memory WHERE session_id = 'writer' ORDER BY id"
+        )
+    ]
 
 
 def count_writer_rows(db_path: Path) -> int:
@@ -82,9 +94,13 @@ def count_writer_rows(db_path: Path) -> int:
     library (Python's sqlite3) in this process would drop this process's POSIX locks on the file,
     including the copy's read lock, and let the writer's checkpoint overwrite pages mid-copy.
     """
-    connection = apsw.Connection(f"file:{db_path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    connection = apsw.Connection(
+        f"file:{db_path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
     try:
-        return connection.execute("SELECT count(*) FROM working_memory WHERE session_id = 'writer'").fetchone()[0]
+        return connection.execute(
+            "SELECT count(*) FROM working_memory WHERE session_id = 'writer'"
+        ).fetchone()[0]
     finally:
         connection.close()
 
@@ -104,7 +120,9 @@ def assert_consistent_snapshot(copy_path: Path) -> int:
     return len(ids)
 
 
-def test_a_stepped_copy_in_one_snapshot_finishes_while_a_writer_commits_between_steps(sample, tmp_path):
+def test_a_stepped_copy_in_one_snapshot_finishes_while_a_writer_commits_between_steps(
+    sample, tmp_path
+):
     pad_database(sample.db_path)
     writer = Writer(sample.db_path, tmp_path)
     seen: list[int] = []
@@ -117,14 +135,20 @@ def test_a_stepped_copy_in_one_snapshot_finishes_while_a_writer_commits_between_
         time.sleep(0.0002)
 
     try:
-        copy = copy_in_one_snapshot(sample.db_path, tmp_path / "copy.db", pages_per_step=1, on_pages=between_steps)
+        copy = copy_in_one_snapshot(
+            sample.db_path, tmp_path / "copy.db", pages_per_step=1, on_pages=between_steps
+        )
     finally:
         committed = writer.finish()
     in_copy = assert_consistent_snapshot(tmp_path / "copy.db")
     assert seen[-1] > seen[0], "the writer committed while the copy was in progress"
     assert in_copy <= seen[0] + 1  # the snapshot is the one taken when the copy began
-    assert copy.row_counts["working_memory"] == sqlite3.connect(tmp_path / "copy.db").execute(
-        "SELECT count(*) FROM working_memory").fetchone()[0]
+    assert (
+        copy.row_counts["working_memory"]
+        == sqlite3.connect(tmp_path / "copy.db")
+        .execute("SELECT count(*) FROM working_memory")
+        .fetchone()[0]
+    )
     assert committed >= seen[-1]
 
 
@@ -154,8 +178,12 @@ def test_backup_run_is_consistent_while_a_writer_inserts(sample, cli, tmp_path):
 def test_backup_killed_mid_copy_leaves_no_checkpoint_and_the_next_run_completes(sample, cli):
     pad_database(sample.db_path)
     backups = sample.state_dir / "backups"
-    process = subprocess.Popen([sys.executable, "-m", "mnemo_ops", "run", "backup"], env=sample.environ(),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mnemo_ops", "run", "backup"],
+        env=sample.environ(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
     while process.poll() is None and time.monotonic() < deadline:
         if backups.is_dir() and any(entry.name.startswith(".tmp-") for entry in backups.iterdir()):
@@ -171,10 +199,13 @@ def test_backup_killed_mid_copy_leaves_no_checkpoint_and_the_next_run_completes(
     assert integrity_check(sample.db_path, immutable=False) == "ok"
     completed = cli("--json", "run", "backup")
     assert completed.returncode == 0, completed.stderr
-    assert [entry.name for entry in backups.iterdir()] == [json.loads(completed.stdout)["checkpoint"]]
+    assert [entry.name for entry in backups.iterdir()] == [
+        json.loads(completed.stdout)["checkpoint"]
+    ]
 
 
 # --- a full disk -----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def small_filesystem(sample):
@@ -183,10 +214,15 @@ def small_filesystem(sample):
         pytest.skip("mounting a size-limited tmpfs needs root; the disk-full tests cannot run here")
     mount_point = sample.state_dir / "backups"
     mount_point.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mount_point)],
-                             capture_output=True, text=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs here ({mounted.stderr.strip()}); disk-full tests skipped")
+        pytest.skip(
+            f"cannot mount a size-limited tmpfs here ({mounted.stderr.strip()}); disk-full tests skipped"
+        )
     yield mount_point
     subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
@@ -199,7 +235,9 @@ def _leftovers(mount_point: Path) -> list[str]:
     return sorted(entry.name for entry in mount_point.iterdir() if entry.name.startswith(".tmp-"))
 
 
-def test_not_enough_space_fails_before_writing_and_keeps_earlier_checkpoints(sample, cli, small_filesystem):
+def test_not_enough_space_fails_before_writing_and_keeps_earlier_checkpoints(
+    sample, cli, small_filesystem
+):
     completed = cli("--json", "run", "backup")
     assert completed.returncode == 0, completed.stderr
     good = json.loads(completed.stdout)["checkpoint"]
@@ -209,10 +247,15 @@ def test_not_enough_space_fails_before_writing_and_keeps_earlier_checkpoints(sam
     completed = cli("--json", "run", "backup")
     result = json.loads(completed.stdout)
     assert completed.returncode == 1 and result["status"] == "failed"
-    assert "not enough free space" in result["error"] and "earlier checkpoints are intact" in result["error"]
+    assert (
+        "not enough free space" in result["error"]
+        and "earlier checkpoints are intact" in result["error"]
+    )
     assert {warning["code"] for warning in result["warnings"]} >= {"backup-disk-full"}
     assert _leftovers(small_filesystem) == []
-    assert [entry.name for entry in small_filesystem.iterdir() if catalog.valid_name(entry.name)] == [good]
+    assert [
+        entry.name for entry in small_filesystem.iterdir() if catalog.valid_name(entry.name)
+    ] == [good]
     assert cli("backup", "verify", good).returncode == 0
 
 
@@ -228,9 +271,14 @@ def test_disk_full_mid_checkpoint_leaves_nothing_partial(sample, cli, small_file
     result = json.loads(completed.stdout)
     assert completed.returncode == 1 and result["status"] == "failed", result
     assert "no space left on device" in result["error"]
-    assert "partial checkpoint was removed" in result["error"] and "earlier checkpoints are intact" in result["error"]
+    assert (
+        "partial checkpoint was removed" in result["error"]
+        and "earlier checkpoints are intact" in result["error"]
+    )
     assert _leftovers(small_filesystem) == []
-    assert [entry.name for entry in small_filesystem.iterdir() if catalog.valid_name(entry.name)] == [good]
+    assert [
+        entry.name for entry in small_filesystem.iterdir() if catalog.valid_name(entry.name)
+    ] == [good]
     assert cli("backup", "verify", good).returncode == 0
     # Once there is room again, the next run succeeds.
     _remount(small_filesystem, "nr_inodes=10000")

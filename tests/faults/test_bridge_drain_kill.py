@@ -27,8 +27,11 @@ def _spool_files(sample) -> dict[str, list[str]]:
     for index in range(FILES):
         items = []
         for _ in range(ITEMS // FILES):
-            item = {"content": f"fault-test item {number}: the heron stood in reed bed {number * 7}",
-                    "session_id": f"fault-{number % 4}", "importance": (number % 10) / 10}
+            item = {
+                "content": f"fault-test item {number}: the heron stood in reed bed {number * 7}",
+                "session_id": f"fault-{number % 4}",
+                "importance": (number % 10) / 10,
+            }
             if number % 3 == 0:
                 item["idempotency_key"] = f"given-{number}"
             items.append(item)
@@ -41,21 +44,31 @@ def _spool_files(sample) -> dict[str, list[str]]:
         else:
             data = json.dumps(items, indent=1)
         (new / name).write_text(data, encoding="utf-8")
-        expected[name] = [item.idempotency_key for item in parse_file(name, data.encode("utf-8")).items]
+        expected[name] = [
+            item.idempotency_key for item in parse_file(name, data.encode("utf-8")).items
+        ]
     return expected
 
 
 def _drain_process(sample) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "mnemo_ops", "--json", "run", "bridge-drain"],
-                            env=sample.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "mnemo_ops", "--json", "run", "bridge-drain"],
+        env=sample.environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _key_counts(sample) -> Counter:
     connection = sqlite3.connect(sample.db_path)
     try:
-        return Counter(key for (key,) in connection.execute(
-            "SELECT json_extract(metadata_json, '$._bridge.key') FROM working_memory "
-            "WHERE json_valid(metadata_json) AND json_extract(metadata_json, '$._bridge.key') IS NOT NULL"))
+        return Counter(
+            key
+            for (key,) in connection.execute(
+                "SELECT json_extract(metadata_json, '$._bridge.key') FROM working_memory "
+                "WHERE json_valid(metadata_json) AND json_extract(metadata_json, '$._bridge.key') IS NOT NULL"
+            )
+        )
     finally:
         connection.close()
 
@@ -72,7 +85,11 @@ def test_kill_dash_nine_at_random_moments_then_rerun_gives_exactly_once(sample):
         # Wait until this run has written something (start-up time varies on a busy machine), then
         # kill it at a random moment of its work.
         deadline = time.monotonic() + 60
-        while process.poll() is None and time.monotonic() < deadline and sum(_key_counts(sample).values()) <= done:
+        while (
+            process.poll() is None
+            and time.monotonic() < deadline
+            and sum(_key_counts(sample).values()) <= done
+        ):
             time.sleep(0.02)
         time.sleep(randomness.uniform(0.0, 1.5))
         if process.poll() is None:
@@ -100,11 +117,19 @@ def test_kill_dash_nine_at_random_moments_then_rerun_gives_exactly_once(sample):
     assert missing == [] and doubled == [], (len(missing), len(doubled), progress)
     connection = sqlite3.connect(sample.db_path)
     try:
-        contents = Counter(content for (content,) in connection.execute(
-            "SELECT content FROM working_memory WHERE content LIKE 'fault-test item %'"))
+        contents = Counter(
+            content
+            for (content,) in connection.execute(
+                "SELECT content FROM working_memory WHERE content LIKE 'fault-test item %'"
+            )
+        )
         assert len(contents) == ITEMS and set(contents.values()) == {1}
-        legacy = connection.execute("SELECT count(*) FROM memories WHERE content LIKE 'fault-test item %'").fetchone()[0]
-        assert legacy == ITEMS  # Mnemosyne's legacy row too (repaired when a kill fell inside remember)
+        legacy = connection.execute(
+            "SELECT count(*) FROM memories WHERE content LIKE 'fault-test item %'"
+        ).fetchone()[0]
+        assert (
+            legacy == ITEMS
+        )  # Mnemosyne's legacy row too (repaired when a kill fell inside remember)
         assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         connection.execute("INSERT INTO fts_working(fts_working) VALUES ('integrity-check')")
     finally:
@@ -113,6 +138,11 @@ def test_kill_dash_nine_at_random_moments_then_rerun_gives_exactly_once(sample):
     queue = sample.state_dir / "queue"
     assert list((queue / "new").iterdir()) == []
     drained = sorted(path.name for path in (queue / "cur").iterdir())
-    assert set(expected) <= set(drained) and len([name for name in drained if "fault" in name]) == FILES
-    rejected = sorted(path.name for path in (queue / "failed").iterdir() if path.name.endswith(".rejected.jsonl"))
+    assert (
+        set(expected) <= set(drained)
+        and len([name for name in drained if "fault" in name]) == FILES
+    )
+    rejected = sorted(
+        path.name for path in (queue / "failed").iterdir() if path.name.endswith(".rejected.jsonl")
+    )
     assert len(rejected) == 2  # each bad item kept once, however many times its file was retried

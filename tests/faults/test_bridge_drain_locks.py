@@ -46,9 +46,11 @@ def test_a_drain_leaves_the_schema_untouched(sample, cli):
 
 def test_an_older_schema_is_migrated_by_mnemosyne_and_said_so(sample, cli):
     connection = sqlite3.connect(sample.db_path)
-    connection.executescript("DROP TRIGGER wm_au; CREATE TRIGGER wm_au AFTER UPDATE ON working_memory BEGIN "
-                             "DELETE FROM fts_working WHERE id = old.id; "
-                             "INSERT INTO fts_working(id, content) VALUES (new.id, new.content); END;")
+    connection.executescript(
+        "DROP TRIGGER wm_au; CREATE TRIGGER wm_au AFTER UPDATE ON working_memory BEGIN "
+        "DELETE FROM fts_working WHERE id = old.id; "
+        "INSERT INTO fts_working(id, content) VALUES (new.id, new.content); END;"
+    )
     connection.close()
     result = json.loads(cli("--json", "run", "bridge-drain").stdout)
     assert result["status"] == "ok"
@@ -63,16 +65,28 @@ def test_an_older_schema_is_migrated_by_mnemosyne_and_said_so(sample, cli):
 @pytest.mark.parametrize("lock_at", ["working_memory", "memories"])
 def test_an_item_that_hits_the_lock_is_retried_exactly_once(sample, lock_at):
     environ = sample.environ()
-    environ.update({"LOCK_AT": lock_at, "MNEMO_OPS_TEST_DB": str(sample.db_path),
-                    "MNEMOSYNE_BUSY_TIMEOUT_MS": "200"})
-    completed = subprocess.run([sys.executable, str(HELPER), "--json", "run", "bridge-drain"], env=environ,
-                               capture_output=True, text=True, timeout=120)
+    environ.update(
+        {
+            "LOCK_AT": lock_at,
+            "MNEMO_OPS_TEST_DB": str(sample.db_path),
+            "MNEMOSYNE_BUSY_TIMEOUT_MS": "200",
+        }
+    )
+    completed = subprocess.run(
+        [sys.executable, str(HELPER), "--json", "run", "bridge-drain"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     result = json.loads(completed.stdout)
     assert result["status"] == "ok", (result.get("error"), completed.stderr)
     assert result["changes"]["items_ingested"] == 3
     assert result["stats"]["lock_retries"] == 1
     # Locked after the working_memory row was committed: the recheck finds the row, no second remember.
-    assert result["stats"].get("lock_retries_found_stored", 0) == (1 if lock_at == "memories" else 0)
+    assert result["stats"].get("lock_retries_found_stored", 0) == (
+        1 if lock_at == "memories" else 0
+    )
     rows = _bridge_rows(sample)
     keys = [key for key, _, _ in rows]
     assert len(keys) == 3 and len(set(keys)) == 3
@@ -85,9 +99,19 @@ def test_apsw_is_closed_before_mnemosyne_opens_the_database(sample, tmp_path):
     log = tmp_path / "connections.json"
     environ = sample.environ()
     environ.update({"MNEMO_OPS_TEST_DB": str(sample.db_path), "CONNECTION_LOG": str(log)})
-    completed = subprocess.run([sys.executable, str(Path(__file__).with_name("drain_connection_log.py")),
-                                "--json", "run", "bridge-drain"], env=environ, capture_output=True, text=True,
-                               timeout=120)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).with_name("drain_connection_log.py")),
+            "--json",
+            "run",
+            "bridge-drain",
+        ],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert json.loads(completed.stdout)["changes"]["items_ingested"] == 3
     events = json.loads(log.read_text())
     first_sqlite3 = events.index(["sqlite3", "open"])  # Mnemosyne did open the database

@@ -18,10 +18,12 @@ def _state(db_path):
         return {
             "working": connection.execute("SELECT count(*) FROM working_memory").fetchone()[0],
             "consolidated": connection.execute(
-                "SELECT count(*) FROM working_memory WHERE consolidated_at IS NOT NULL").fetchone()[0],
+                "SELECT count(*) FROM working_memory WHERE consolidated_at IS NOT NULL"
+            ).fetchone()[0],
             "claimed_open": connection.execute(
                 "SELECT count(*) FROM working_memory WHERE consolidation_claimed_at IS NOT NULL "
-                "AND consolidated_at IS NULL").fetchone()[0],
+                "AND consolidated_at IS NULL"
+            ).fetchone()[0],
             "integrity": connection.execute("PRAGMA integrity_check").fetchone()[0],
             "fts": connection.execute("SELECT count(*) FROM fts_working").fetchone()[0],
         }
@@ -32,21 +34,37 @@ def _state(db_path):
 def _add_old_turns(layout, sessions=40, per_session=60):
     """Old conversation turns (5 days back) so that consolidation takes long enough to be interrupted."""
     moment = (datetime.now() - timedelta(days=5)).isoformat()
-    rows = [(f"{session:04x}{turn:012x}", f"turn {turn} of session {session}: we talked about the garden, "
-             f"the photo server and the trip, detail number {session * per_session + turn}", "conversation",
-             moment, f"old-session-{session}", 0.4) for session in range(sessions) for turn in range(per_session)]
+    rows = [
+        (
+            f"{session:04x}{turn:012x}",
+            f"turn {turn} of session {session}: we talked about the garden, "
+            f"the photo server and the trip, detail number {session * per_session + turn}",
+            "conversation",
+            moment,
+            f"old-session-{session}",
+            0.4,
+        )
+        for session in range(sessions)
+        for turn in range(per_session)
+    ]
     connection = sqlite3.connect(layout.db_path)
     try:
         with connection:
-            connection.executemany("INSERT INTO working_memory (id, content, source, timestamp, session_id, "
-                                   "importance) VALUES (?, ?, ?, ?, ?, ?)", rows)
+            connection.executemany(
+                "INSERT INTO working_memory (id, content, source, timestamp, session_id, "
+                "importance) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
     finally:
         connection.close()
 
 
 def _start(layout, config):
-    return subprocess.Popen([sys.executable, "-m", "mnemo_ops", "--config", str(config), "-q", "run", "evening-batch"],
-                            env=layout.environ(), start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "mnemo_ops", "--config", str(config), "-q", "run", "evening-batch"],
+        env=layout.environ(),
+        start_new_session=True,
+    )
 
 
 def test_kill_9_mid_evening_batch_then_rerun_completes(sample, sample_template, tmp_path):
@@ -93,7 +111,7 @@ def sample_template_copy(template, tmp_path):
     """A second private copy of the sample, for the uninterrupted reference run."""
     import shutil
 
-    from mnemo_ops.sample_database import SampleLayout
+    from mnemo_ops.samples.sample_database import SampleLayout
 
     target = tmp_path / "reference"
     shutil.copytree(template.directory, target, symlinks=True)

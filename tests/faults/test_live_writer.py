@@ -12,24 +12,35 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_ops.core import database
+from mnemo_ops import database
 from mnemo_ops.jobs import implemented_jobs
 from tests.conftest import run_cli
 
 WRITER = Path(__file__).with_name("live_writer.py")
 # Jobs that write to the memory DB (or read it heavily while the agent writes).
-CANDIDATES = ["backup", "memory-maintain", "bridge-drain", "evening-batch", "monthly-maintenance",
-              "nightly-selfcare", "retrieval-eval"]
+CANDIDATES = [
+    "backup",
+    "memory-maintain",
+    "bridge-drain",
+    "evening-batch",
+    "monthly-maintenance",
+    "nightly-selfcare",
+    "retrieval-eval",
+]
 
 
-@pytest.mark.parametrize("job", [job for job in CANDIDATES if job in implemented_jobs()] or ["none-implemented"])
+@pytest.mark.parametrize(
+    "job", [job for job in CANDIDATES if job in implemented_jobs()] or ["none-implemented"]
+)
 def test_job_runs_beside_a_live_writer(sample, job):
     if job == "none-implemented":
         pytest.skip("no writing job is implemented in this version")
     stop_file = sample.directory / "stop"
     report_file = sample.directory / "writer.json"
-    writer = subprocess.Popen([sys.executable, str(WRITER), str(sample.db_path), str(stop_file), str(report_file)],
-                              env=sample.environ())
+    writer = subprocess.Popen(
+        [sys.executable, str(WRITER), str(sample.db_path), str(stop_file), str(report_file)],
+        env=sample.environ(),
+    )
     try:
         deadline = time.monotonic() + 60
         while not Path(f"{report_file}.started").exists() and time.monotonic() < deadline:
@@ -45,7 +56,12 @@ def test_job_runs_beside_a_live_writer(sample, job):
     assert report["errors"] == [], json.dumps(report["details"], indent=1)
     assert report["written"], "the writer wrote nothing: the test proved nothing"
     connection = database.open_memory_db(sample.db_path, readonly=True)
-    present = {row[0] for row in connection.execute(
-        f"SELECT id FROM working_memory WHERE id IN ({','.join('?' * len(report['written']))})", report["written"])}
+    present = {
+        row[0]
+        for row in connection.execute(
+            f"SELECT id FROM working_memory WHERE id IN ({','.join('?' * len(report['written']))})",
+            report["written"],
+        )
+    }
     connection.close()
     assert present == set(report["written"])

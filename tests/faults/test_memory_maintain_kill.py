@@ -10,16 +10,24 @@ import subprocess
 import sys
 import time
 
-from mnemo_ops.synthetic_memories import add_synthetic_memories
-from tests.jobs.test_memory_maintain import (copy_layout, current_auto_facts, doctor_findings, our_edges, query,
-                                             run_job)
+from mnemo_ops.samples.synthetic_memories import add_synthetic_memories
+from tests.jobs.test_memory_maintain import (
+    copy_layout,
+    current_auto_facts,
+    doctor_findings,
+    our_edges,
+    query,
+    run_job,
+)
 
 JOB_ARGUMENTS = ("--option", "batch_size=20")
 
 
 def _edge_count(db_path) -> int:
     try:
-        return query(db_path, "SELECT count(*) FROM graph_edges WHERE edge_type = 'related_to'")[0][0]
+        return query(db_path, "SELECT count(*) FROM graph_edges WHERE edge_type = 'related_to'")[0][
+            0
+        ]
     except sqlite3.OperationalError:  # busy for a moment while the job commits
         return 0
 
@@ -32,8 +40,12 @@ def test_kill_9_mid_run_then_rerun_converges(sample, tmp_path):
     total_edges = uninterrupted["changes"]["edges_created"]
     assert total_edges > 1000
 
-    victim = subprocess.Popen([sys.executable, "-m", "mnemo_ops", "--json", "run", "memory-maintain", *JOB_ARGUMENTS],
-                              env=sample.environ(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    victim = subprocess.Popen(
+        [sys.executable, "-m", "mnemo_ops", "--json", "run", "memory-maintain", *JOB_ARGUMENTS],
+        env=sample.environ(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     edges_at_kill = 0
     try:
@@ -53,8 +65,11 @@ def test_kill_9_mid_run_then_rerun_converges(sample, tmp_path):
     assert query(sample.db_path, "PRAGMA integrity_check") == [("ok",)]
     partial = _edge_count(sample.db_path)
     assert 0 < partial < total_edges
-    assert query(sample.db_path, "SELECT count(*) FROM (SELECT source FROM graph_edges WHERE edge_type = 'related_to' "
-                                 "GROUP BY source HAVING count(*) > 3)") == [(0,)]
+    assert query(
+        sample.db_path,
+        "SELECT count(*) FROM (SELECT source FROM graph_edges WHERE edge_type = 'related_to' "
+        "GROUP BY source HAVING count(*) > 3)",
+    ) == [(0,)]
 
     rerun = run_job(sample, *JOB_ARGUMENTS)
     assert rerun["stats"]["linking"]["completed_round"]

@@ -28,17 +28,27 @@ def test_killed_repair_leaves_a_consistent_file_and_the_next_run_finishes(sample
     with closing(sqlite3.connect(db)) as connection:
         connection.executemany(
             "INSERT INTO working_memory(id, content, source, timestamp) VALUES (?, ?, 'import', '2026-01-01T00:00:00')",
-            ((f"{index:016x}", f"imported note {index} about tomatoes and frost") for index in range(ROWS)))
+            (
+                (f"{index:016x}", f"imported note {index} about tomatoes and frost")
+                for index in range(ROWS)
+            ),
+        )
         connection.execute("DELETE FROM fts_working")  # the whole working index lost
         connection.commit()
     total = count(db, "SELECT count(*) FROM working_memory")
 
-    job = subprocess.Popen([sys.executable, "-m", "mnemo_ops", "--json", "run", "monthly-maintenance"],
-                           env=sample.environ(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "mnemo_ops", "--json", "run", "monthly-maintenance"],
+        env=sample.environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     killed = False
     deadline = time.monotonic() + 120
     while job.poll() is None and time.monotonic() < deadline:
-        if count(db, "SELECT count(*) FROM fts_working") >= 1000:  # some batches committed, most not
+        if (
+            count(db, "SELECT count(*) FROM fts_working") >= 1000
+        ):  # some batches committed, most not
             os.kill(job.pid, signal.SIGKILL)
             killed = True
             break
@@ -57,12 +67,20 @@ def test_killed_repair_leaves_a_consistent_file_and_the_next_run_finishes(sample
     checker.execute("INSERT INTO fts_working(fts_working, rank) VALUES ('integrity-check', 1)")
     checker.close()
 
-    rerun = subprocess.run([sys.executable, "-m", "mnemo_ops", "--json", "run", "monthly-maintenance"],
-                           env=sample.environ(), capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "mnemo_ops", "--json", "run", "monthly-maintenance"],
+        env=sample.environ(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rerun.returncode == 0, rerun.stderr
     result = json.loads(rerun.stdout)
-    assert result["changes"]["fts_entries_added"] == total - indexed  # exactly the rest, nothing twice
+    assert (
+        result["changes"]["fts_entries_added"] == total - indexed
+    )  # exactly the rest, nothing twice
     with closing(sqlite3.connect(db)) as connection:
         assert dict(connection.execute("SELECT id, content FROM fts_working")) == dict(
-            connection.execute("SELECT id, content FROM working_memory"))
+            connection.execute("SELECT id, content FROM working_memory")
+        )
         assert connection.execute("SELECT count(*) FROM fts_working").fetchone()[0] == total

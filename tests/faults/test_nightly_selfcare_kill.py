@@ -9,12 +9,12 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mnemo_ops.core import quarantine
-from tests.selfcare_helpers import age_file, settings_for
+from mnemo_ops.selfcare import quarantine
+from tests.selfcare.helpers import age_file, settings_for
 
 FILES = 300
 
@@ -23,7 +23,7 @@ def test_kill_during_staging_loses_nothing(sample):
     settings = settings_for(sample)
     logs = sample.hermes_home / "logs"
     logs.mkdir()
-    old = datetime.now(timezone.utc) - timedelta(days=60)
+    old = datetime.now(UTC) - timedelta(days=60)
     digests = {}
     for index in range(FILES):
         path = logs / f"session-{index:04d}.log"
@@ -33,8 +33,12 @@ def test_kill_during_staging_loses_nothing(sample):
     environ = sample.environ()
     killed_mid_way = False
     for delay in (0.6, 0.9, 1.3):
-        process = subprocess.Popen([sys.executable, "-m", "mnemo_ops", "run", "nightly-selfcare"], env=environ,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mnemo_ops", "run", "nightly-selfcare"],
+            env=environ,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         time.sleep(delay)
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
@@ -42,22 +46,38 @@ def test_kill_during_staging_loses_nothing(sample):
             remaining = sum(1 for path in digests if os.path.exists(path))
             killed_mid_way = killed_mid_way or 0 < remaining < FILES
         # Invariant at any point: every file is at its original path or staged with an entry naming it.
-        staged = {entry["original_path"]: entry for entry in quarantine.list_entries(settings)
-                  if entry["status"] == "staged"}
+        staged = {
+            entry["original_path"]: entry
+            for entry in quarantine.list_entries(settings)
+            if entry["status"] == "staged"
+        }
         for path, digest in digests.items():
             at_home = os.path.exists(path)
             assert at_home != (path in staged), path
             if not at_home:
                 stored = settings.quarantine_dir / staged[path]["day"] / staged[path]["stored_path"]
-                assert hashlib.sha256(stored.read_bytes()).hexdigest() == digest == staged[path]["sha256"]
-    finished = subprocess.run([sys.executable, "-m", "mnemo_ops", "--json", "run", "nightly-selfcare"], env=environ,
-                              capture_output=True, text=True, timeout=120)
+                assert (
+                    hashlib.sha256(stored.read_bytes()).hexdigest()
+                    == digest
+                    == staged[path]["sha256"]
+                )
+    finished = subprocess.run(
+        [sys.executable, "-m", "mnemo_ops", "--json", "run", "nightly-selfcare"],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert finished.returncode == 0, finished.stderr
     assert not any(os.path.exists(path) for path in digests)
     staged = [entry for entry in quarantine.list_entries(settings) if entry["status"] == "staged"]
     assert sorted(entry["original_path"] for entry in staged) == sorted(digests)
-    day = settings.quarantine_dir / datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    day = settings.quarantine_dir / datetime.now(UTC).strftime("%Y-%m-%d")
     manifest = json.loads((day / "manifest.json").read_text())
-    assert {entry["original_path"] for entry in manifest["entries"] if entry["status"] == "staged"} == set(digests)
+    assert {
+        entry["original_path"] for entry in manifest["entries"] if entry["status"] == "staged"
+    } == set(digests)
     if not killed_mid_way:
-        pytest.skip("this machine staged all files before any kill landed; the invariant was still checked")
+        pytest.skip(
+            "this machine staged all files before any kill landed; the invariant was still checked"
+        )

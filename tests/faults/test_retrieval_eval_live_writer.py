@@ -24,11 +24,17 @@ WRITER = textwrap.dedent("""
 
 
 def test_eval_runs_while_a_writer_inserts(cli, sample):
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(sample.db_path), "6"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(sample.db_path), "6"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     suite = resource_dir("fixtures") / "eval" / "sample.jsonl"
-    results = [cli("--json", "eval", "run", "--suite", str(suite), "--engine", engine, "--dry-run")
-               for engine in ("mnemosyne", "builtin", "mnemosyne")]
+    results = [
+        cli("--json", "eval", "run", "--suite", str(suite), "--engine", engine, "--dry-run")
+        for engine in ("mnemosyne", "builtin", "mnemosyne")
+    ]
     output, errors = writer.communicate(timeout=60)
     assert writer.returncode == 0, errors  # never "database is locked"
     assert int(output) > 0

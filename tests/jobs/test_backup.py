@@ -8,20 +8,20 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.checkpoints import catalog
-from mnemo_ops.core.checkpoints import pre_write_checkpoint as runner_hook
+from mnemo_ops.checkpoints.pre_write import take_for_job as runner_hook
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.manifests import get_manifest
 from mnemo_ops.core.results import JobResult
-from mnemo_ops.core.runner import run_job
+from mnemo_ops.jobs import run_job
 from tests.purity import assert_unchanged, sample_snapshot
 
 
@@ -31,7 +31,9 @@ def run_json(cli, *args):
     try:
         data = json.loads(completed.stdout)
     except ValueError:
-        raise AssertionError(f"not one JSON object: {completed.stdout!r} / {completed.stderr!r}") from None
+        raise AssertionError(
+            f"not one JSON object: {completed.stdout!r} / {completed.stderr!r}"
+        ) from None
     return completed.returncode, data
 
 
@@ -51,8 +53,10 @@ def sha256(path: Path) -> str:
 def corrupt_an_index(db_path: Path, index: str = "idx_timestamp") -> None:
     """Overwrite the body of one index page (the database must have no WAL content)."""
     connection = sqlite3.connect(db_path)
-    root, = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()
-    page_size, = connection.execute("PRAGMA page_size").fetchone()
+    (root,) = connection.execute(
+        "SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)
+    ).fetchone()
+    (page_size,) = connection.execute("PRAGMA page_size").fetchone()
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     connection.close()
     with db_path.open("r+b") as handle:
@@ -71,8 +75,13 @@ def mnemosyne_counts(layout) -> dict:
         "count = connection.execute('SELECT count(*) FROM working_memory').fetchone()[0]\n"
         "print(json.dumps({'hits': len(hits), 'working_memory': count}))\n"
     )
-    completed = subprocess.run([sys.executable, "-c", code], env=layout.environ(), capture_output=True, text=True,
-                               timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-c", code],
+        env=layout.environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
@@ -87,13 +96,26 @@ def test_backup_makes_a_verified_private_checkpoint(sample, cli):
     assert manifest["kind"] == "daily" and manifest["verification"]["ok"] is True
     assert manifest["verification"]["integrity_check"] == "ok"
     assert manifest["source_db"] == str(sample.db_path)
-    assert set(manifest["files"]) == {"mnemosyne.db", "state.db", "memory_blocks/MEMORY.md", "memory_blocks/USER.md"}
+    assert set(manifest["files"]) == {
+        "mnemosyne.db",
+        "state.db",
+        "memory_blocks/MEMORY.md",
+        "memory_blocks/USER.md",
+    }
     for relative, entry in manifest["files"].items():
-        assert sha256(folder / relative) == entry["sha256"] and (folder / relative).stat().st_size == entry["size"]
+        assert (
+            sha256(folder / relative) == entry["sha256"]
+            and (folder / relative).stat().st_size == entry["size"]
+        )
     for block in ("MEMORY.md", "USER.md"):
-        assert (folder / "memory_blocks" / block).read_bytes() == (sample.memory_blocks_dir / block).read_bytes()
+        assert (folder / "memory_blocks" / block).read_bytes() == (
+            sample.memory_blocks_dir / block
+        ).read_bytes()
     live = sqlite3.connect(f"file:{sample.db_path}?mode=ro", uri=True)
-    assert manifest["row_counts"]["working_memory"] == live.execute("SELECT count(*) FROM working_memory").fetchone()[0]
+    assert (
+        manifest["row_counts"]["working_memory"]
+        == live.execute("SELECT count(*) FROM working_memory").fetchone()[0]
+    )
     live.close()
     assert manifest["row_counts"]["working_memory"] > 0
     # Permissions: every folder 0700, every file 0600, including backups/ itself.
@@ -101,7 +123,12 @@ def test_backup_makes_a_verified_private_checkpoint(sample, cli):
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
     # The copy is a self-contained rollback-journal file: checking it creates no -wal/-shm.
-    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "memory_blocks", "mnemosyne.db", "state.db"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "manifest.json",
+        "memory_blocks",
+        "mnemosyne.db",
+        "state.db",
+    ]
     assert result["changes"] == {"checkpoints_created": 1, "checkpoints_removed": 0}
     assert first["checkpoint"] != result["checkpoint"]
 
@@ -111,9 +138,13 @@ def test_list_json_and_verify(sample, cli):
     assert code == 0
     code, listing = run_json(cli, "backup", "list")
     assert code == 0 and list(listing) == ["checkpoints"]
-    entry, = listing["checkpoints"]
+    (entry,) = listing["checkpoints"]
     assert {"name", "kind", "created_at", "path", "size_bytes", "verified"} <= set(entry)
-    assert entry["name"] == result["checkpoint"] and entry["kind"] == "daily" and entry["verified"] is True
+    assert (
+        entry["name"] == result["checkpoint"]
+        and entry["kind"] == "daily"
+        and entry["verified"] is True
+    )
     assert entry["size_bytes"] >= sample.db_path.stat().st_size
     code, report = run_json(cli, "backup", "verify", entry["name"])
     assert code == 0 and report["ok"] is True and report["integrity_check"] == "ok"
@@ -122,7 +153,10 @@ def test_list_json_and_verify(sample, cli):
     block.write_text(block.read_text() + "tampered\n")
     code, report = run_json(cli, "backup", "verify", entry["name"])
     assert code == 1 and report["ok"] is False
-    assert any("MEMORY.md: size" in problem or "MEMORY.md: sha256" in problem for problem in report["problems"])
+    assert any(
+        "MEMORY.md: size" in problem or "MEMORY.md: sha256" in problem
+        for problem in report["problems"]
+    )
     before = sha256(sample.db_path)
     completed = cli("backup", "restore", entry["name"])
     assert completed.returncode == 1 and "does not verify" in completed.stderr
@@ -142,7 +176,13 @@ def test_round_trip_restore_brings_back_the_exact_database(sample, cli):
         f"Mnemosyne(session_id='later', db_path={str(sample.db_path)!r}).remember('A memory written after the backup',"
         " source='user', importance=0.9)\n"
     )
-    subprocess.run([sys.executable, "-c", change], env=sample.environ(), check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", change],
+        env=sample.environ(),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     connection = sqlite3.connect(sample.db_path)
     with connection:
         connection.execute("UPDATE working_memory SET importance = 0.01")
@@ -152,12 +192,19 @@ def test_round_trip_restore_brings_back_the_exact_database(sample, cli):
     code, restored = run_json(cli, "backup", "restore", name)
     assert code == 0, restored
     assert logical_dump(sample.db_path) == original
-    assert restored["row_counts"] == json.loads(
-        (sample.state_dir / "backups" / name / "manifest.json").read_text())["row_counts"]
+    assert (
+        restored["row_counts"]
+        == json.loads((sample.state_dir / "backups" / name / "manifest.json").read_text())[
+            "row_counts"
+        ]
+    )
     # The database that was replaced is kept, with its WAL, in restore-safety/.
     safety = Path(restored["safety_dir"])
     assert safety.parent == sample.state_dir / "restore-safety"
-    assert stat.S_IMODE(safety.stat().st_mode) == 0o700 and stat.S_IMODE(safety.parent.stat().st_mode) == 0o700
+    assert (
+        stat.S_IMODE(safety.stat().st_mode) == 0o700
+        and stat.S_IMODE(safety.parent.stat().st_mode) == 0o700
+    )
     assert logical_dump(safety / "mnemosyne.db") == changed
     # Mnemosyne opens the restored DB, recalls from it, and sees the manifest's row count.
     opened = mnemosyne_counts(sample)
@@ -211,10 +258,18 @@ def test_restore_refuses_while_another_process_has_the_database_open(sample, cli
     code, result = run_json(cli, "run", "backup")
     assert code == 0
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sqlite3, sys, time\n"
-         f"c = sqlite3.connect({str(sample.db_path)!r}); c.execute('SELECT count(*) FROM working_memory').fetchall()\n"
-         "print('ready', flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            f"c = sqlite3.connect({str(sample.db_path)!r}); c.execute('SELECT count(*) FROM "
+            "working_memory').fetchall()\n"
+            "print('ready', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
         completed = cli("backup", "restore", result["checkpoint"])
@@ -247,7 +302,7 @@ def test_corrupt_source_is_critical_and_never_replaces_a_good_checkpoint(sample,
 
 def test_retention_keeps_seven_verified_across_ten_runs_and_a_bad_night(sample, sample_settings):
     good_bytes = sample.db_path.read_bytes()
-    start = datetime(2026, 11, 1, 2, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
     names = []
     for day in range(10):
         with freeze_time(start + timedelta(days=day)):
@@ -261,7 +316,9 @@ def test_retention_keeps_seven_verified_across_ten_runs_and_a_bad_night(sample, 
     with freeze_time(start + timedelta(days=10)):
         result = run_job(sample_settings, "backup", show_progress=False)
     assert result.status == "failed" and result.exit_code == 1
-    assert [info.name for info in catalog.list_checkpoints(sample_settings) if info.verified] == names[-7:]
+    assert [
+        info.name for info in catalog.list_checkpoints(sample_settings) if info.verified
+    ] == names[-7:]
     assert len([info for info in catalog.list_checkpoints(sample_settings) if info.failed]) == 1
     # The next good night rotates normally again.
     for suffix in ("-wal", "-shm"):
@@ -269,20 +326,29 @@ def test_retention_keeps_seven_verified_across_ten_runs_and_a_bad_night(sample, 
     sample.db_path.write_bytes(good_bytes)
     with freeze_time(start + timedelta(days=11)):
         result = run_job(sample_settings, "backup", show_progress=False)
-    assert result.status == "ok" and result.changes == {"checkpoints_created": 1, "checkpoints_removed": 1}
-    assert [info.name for info in catalog.list_checkpoints(sample_settings) if info.verified] == \
-        names[-6:] + [result.checkpoint]
+    assert result.status == "ok" and result.changes == {
+        "checkpoints_created": 1,
+        "checkpoints_removed": 1,
+    }
+    assert [
+        info.name for info in catalog.list_checkpoints(sample_settings) if info.verified
+    ] == names[-6:] + [result.checkpoint]
 
 
 def _hook_context(settings, job: str) -> JobContext:
     manifest = get_manifest(settings, job)
     assert manifest.checkpoint == "before-write"
-    return JobContext(settings=settings, manifest=manifest, dry_run=False, result=JobResult(job=job),
-                      checkpoint_hook=runner_hook)
+    return JobContext(
+        settings=settings,
+        manifest=manifest,
+        dry_run=False,
+        result=JobResult(job=job),
+        checkpoint_hook=runner_hook,
+    )
 
 
 def test_pre_write_checkpoints_are_reused_briefly_and_keep_seven(sample_settings):
-    start = datetime(2026, 11, 1, 9, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
     with freeze_time(start):
         context = _hook_context(sample_settings, "memory-maintain")
         context.before_write()
@@ -300,7 +366,9 @@ def test_pre_write_checkpoints_are_reused_briefly_and_keep_seven(sample_settings
             context.before_write()
             made.append(context.result.checkpoint)
     assert len(set(made)) == 10
-    pre_write = [info for info in catalog.list_checkpoints(sample_settings) if info.kind == "pre-write"]
+    pre_write = [
+        info for info in catalog.list_checkpoints(sample_settings) if info.kind == "pre-write"
+    ]
     assert [info.name for info in pre_write] == made[-7:]
     assert all(info.verified and info.job == "evening-batch" for info in pre_write)
 

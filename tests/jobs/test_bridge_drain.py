@@ -36,7 +36,10 @@ def _rows(sample, where: str = "1", bindings=()) -> list[dict]:
     connection = sqlite3.connect(sample.db_path)
     connection.row_factory = sqlite3.Row
     try:
-        return [dict(row) for row in connection.execute(f"SELECT * FROM working_memory WHERE {where}", bindings)]
+        return [
+            dict(row)
+            for row in connection.execute(f"SELECT * FROM working_memory WHERE {where}", bindings)
+        ]
     finally:
         connection.close()
 
@@ -52,14 +55,24 @@ def _names(folder: Path) -> list[str]:
 def test_drains_the_sample_queue_through_mnemosyne(sample, cli):
     result = _drain(cli)
     assert result["status"] == "ok"
-    assert result["changes"] == {"files_drained": 2, "items_ingested": 3, "items_merged": 0,
-                                 "duplicates_skipped": 0, "items_rejected": 0, "files_rejected": 0}
+    assert result["changes"] == {
+        "files_drained": 2,
+        "items_ingested": 3,
+        "items_merged": 0,
+        "duplicates_skipped": 0,
+        "items_rejected": 0,
+        "files_rejected": 0,
+    }
     assert _names(_queue(sample) / "new") == []
     assert _names(_queue(sample) / "cur") == ["browser-capture.json", "shell-notes.jsonl"]
     rows = {row["content"]: row for row in _bridge_rows(sample)}
     seats = rows["Dana prefers window seats on flights"]
-    assert (seats["source"], seats["veracity"], seats["session_id"], seats["importance"]) == \
-        ("user", "stated", "capture", 0.8)
+    assert (seats["source"], seats["veracity"], seats["session_id"], seats["importance"]) == (
+        "user",
+        "stated",
+        "capture",
+        0.8,
+    )
     shell = rows["Ran apt upgrade on the home server; PostgreSQL was held back"]
     assert shell["session_id"] == "bridge"  # the default session
     metadata = json.loads(seats["metadata_json"])["_bridge"]
@@ -68,9 +81,18 @@ def test_drains_the_sample_queue_through_mnemosyne(sample, cli):
     # Mnemosyne's own side rows: the FTS entry (trigger), the legacy memories row, the trust tier.
     connection = sqlite3.connect(sample.db_path)
     try:
-        assert connection.execute("SELECT count(*) FROM fts_working WHERE fts_working MATCH 'window AND seats'"
-                                  ).fetchone()[0] == 1
-        assert connection.execute("SELECT count(*) FROM memories WHERE id = ?", (seats["id"],)).fetchone()[0] == 1
+        assert (
+            connection.execute(
+                "SELECT count(*) FROM fts_working WHERE fts_working MATCH 'window AND seats'"
+            ).fetchone()[0]
+            == 1
+        )
+        assert (
+            connection.execute(
+                "SELECT count(*) FROM memories WHERE id = ?", (seats["id"],)
+            ).fetchone()[0]
+            == 1
+        )
     finally:
         connection.close()
     assert seats["trust_tier"] is not None
@@ -122,26 +144,42 @@ def test_whole_file_rejections_go_to_failed_with_reasons(sample, cli, tmp_path):
     assert result["changes"]["files_rejected"] == 8
     assert result["changes"]["files_drained"] == 2  # the sample's two files still go in
     failed = _queue(sample) / "failed"
-    reasons = {name[: -len(".error.json")]: json.loads((failed / name).read_text())["reason"]
-               for name in _names(failed) if name.endswith(".error.json")}
+    reasons = {
+        name[: -len(".error.json")]: json.loads((failed / name).read_text())["reason"]
+        for name in _names(failed)
+        if name.endswith(".error.json")
+    }
     assert "symlink" in reasons["link.json"]
     assert "not UTF-8" in reasons["latin1.json"]
     assert "not valid JSON" in reasons["broken.json"] and "line 1" in reasons["broken.json"]
     assert "object or an array" in reasons["scalar.json"]
     assert "unknown format" in reasons["notes.txt"]
-    assert "not a regular file" in reasons["folder.json"] and "not a regular file" in reasons["pipe.jsonl"]
+    assert (
+        "not a regular file" in reasons["folder.json"]
+        and "not a regular file" in reasons["pipe.jsonl"]
+    )
     assert "over the 1000-byte limit" in reasons["huge.jsonl"]
     # The link moved as a link; its target was neither read into the DB nor moved.
     assert (failed / "link.json").is_symlink() and outside.exists()
     assert not _rows(sample, "content LIKE '%never be read%'")
-    assert all(os.stat(failed / name).st_mode & 0o077 == 0 for name in _names(failed) if name.endswith(".error.json"))
+    assert all(
+        os.stat(failed / name).st_mode & 0o077 == 0
+        for name in _names(failed)
+        if name.endswith(".error.json")
+    )
     assert _names(_queue(sample) / "new") == []
 
 
 def test_bad_items_are_rejected_alone_and_the_rest_goes_in(sample, cli):
     lines = [
-        {"content": "Good item with an unknown field", "colour": "green", "memory_type": "preference",
-         "metadata": {"tag": "a"}, "created_at": "2026-11-29T10:00:00Z", "idempotency_key": "k-1"},
+        {
+            "content": "Good item with an unknown field",
+            "colour": "green",
+            "memory_type": "preference",
+            "metadata": {"tag": "a"},
+            "created_at": "2026-11-29T10:00:00Z",
+            "idempotency_key": "k-1",
+        },
         {"content": "", "importance": 3},
         {"content": "bad veracity", "veracity": "certain"},
         "not an object",
@@ -153,13 +191,19 @@ def test_bad_items_are_rejected_alone_and_the_rest_goes_in(sample, cli):
     assert result["changes"]["items_ingested"] == 4  # 1 here + 3 from the sample
     assert result["changes"]["items_rejected"] == 5
     assert result["status"] == "ok"
-    assert any("batch.jsonl item 3" in warning["message"] and "veracity" in warning["message"]
-               for warning in result["warnings"])
+    assert any(
+        "batch.jsonl item 3" in warning["message"] and "veracity" in warning["message"]
+        for warning in result["warnings"]
+    )
     (good,) = _rows(sample, "content = 'Good item with an unknown field'")
     metadata = json.loads(good["metadata_json"])
     assert metadata["colour"] == "green" and metadata["tag"] == "a"
-    assert metadata["_bridge"] == {"key": "k-1", "file": "batch.jsonl", "position": 1,
-                                   "created_at": "2026-11-29T10:00:00Z"}
+    assert metadata["_bridge"] == {
+        "key": "k-1",
+        "file": "batch.jsonl",
+        "position": 1,
+        "created_at": "2026-11-29T10:00:00Z",
+    }
     assert good["memory_type"] == "preference"
     failed = _queue(sample) / "failed"
     rejected = (failed / "batch.jsonl.rejected.jsonl").read_text().splitlines()
@@ -174,9 +218,11 @@ def test_bad_items_are_rejected_alone_and_the_rest_goes_in(sample, cli):
 
 def test_json_array_and_content_merged_by_mnemosyne(sample, cli):
     existing = _rows(sample, "session_id = (SELECT session_id FROM working_memory LIMIT 1)")[0]
-    items = [{"content": "first of an array", "session_id": "s-array"},
-             {"content": "first of an array", "session_id": "s-array"},  # same content, same session
-             {"content": existing["content"], "session_id": existing["session_id"], "importance": 0.95}]
+    items = [
+        {"content": "first of an array", "session_id": "s-array"},
+        {"content": "first of an array", "session_id": "s-array"},  # same content, same session
+        {"content": existing["content"], "session_id": existing["session_id"], "importance": 0.95},
+    ]
     _drop(sample, "array.json", json.dumps(items))
     dry = _drain(cli, "--dry-run")
     result = _drain(cli)
@@ -192,7 +238,11 @@ def test_json_array_and_content_merged_by_mnemosyne(sample, cli):
 
 
 def test_write_filter_rejections_are_reported_not_lost(sample, cli):
-    _drop(sample, "noise.jsonl", '{"content": "heartbeat tick from the cron box"}\n{"content": "keep me"}\n')
+    _drop(
+        sample,
+        "noise.jsonl",
+        '{"content": "heartbeat tick from the cron box"}\n{"content": "keep me"}\n',
+    )
     env = {"MNEMOSYNE_IGNORE_PATTERNS": "^heartbeat"}
     dry = _drain(cli, "--dry-run", env=env)
     result = _drain(cli, env=env)
@@ -200,7 +250,9 @@ def test_write_filter_rejections_are_reported_not_lost(sample, cli):
     assert result["changes"]["items_rejected"] == 1
     assert not _rows(sample, "content LIKE 'heartbeat%'")
     assert _rows(sample, "content = 'keep me'")
-    report = json.loads((_queue(sample) / "failed" / "noise.jsonl.rejected.jsonl.error.json").read_text())
+    report = json.loads(
+        (_queue(sample) / "failed" / "noise.jsonl.rejected.jsonl.error.json").read_text()
+    )
     assert "write filter" in report["items"][0]["reasons"][0]
 
 
@@ -215,8 +267,19 @@ def test_refuses_a_symlinked_spool_folder(sample, cli, tmp_path):
 
 
 def test_capture_then_drain(sample, cli):
-    queued = cli("--json", "capture", "Dana's passport expires in March", "--source", "user",
-                 "--veracity", "stated", "--importance", "0.9", "--session", "s-cap")
+    queued = cli(
+        "--json",
+        "capture",
+        "Dana's passport expires in March",
+        "--source",
+        "user",
+        "--veracity",
+        "stated",
+        "--importance",
+        "0.9",
+        "--session",
+        "s-cap",
+    )
     assert queued.returncode == 0, queued.stderr
     path = Path(json.loads(queued.stdout)["queued"])
     assert path.parent == _queue(sample) / "new" and os.stat(path).st_mode & 0o077 == 0
@@ -224,19 +287,29 @@ def test_capture_then_drain(sample, cli):
     assert piped.returncode == 0, piped.stderr
     invalid = cli("--json", "capture", "x", "--veracity", "sure")
     assert invalid.returncode == 2 and "veracity" in json.loads(invalid.stdout)["error"]
-    assert len(_names(_queue(sample) / "new")) == 4  # the sample's two plus ours; nothing for the bad one
+    assert (
+        len(_names(_queue(sample) / "new")) == 4
+    )  # the sample's two plus ours; nothing for the bad one
     result = _drain(cli)
     assert result["changes"]["items_ingested"] == 5
     (row,) = _rows(sample, "content = ?", ("Dana's passport expires in March",))
-    assert (row["source"], row["veracity"], row["session_id"], row["importance"]) == ("user", "stated", "s-cap", 0.9)
+    assert (row["source"], row["veracity"], row["session_id"], row["importance"]) == (
+        "user",
+        "stated",
+        "s-cap",
+        0.9,
+    )
     (piped_row,) = _rows(sample, "content = 'from a pipe'")
     assert json.loads(piped_row["metadata_json"])["_bridge"]["key"] == "my-key"
 
 
-@pytest.mark.parametrize("field,value,message", [
-    ("importance", "2", "from 0 to 1"),
-    ("session", " ", "must not be empty"),
-])
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("importance", "2", "from 0 to 1"),
+        ("session", " ", "must not be empty"),
+    ],
+)
 def test_capture_rejects_bad_fields(cli, field, value, message):
     completed = cli("capture", "some text", f"--{field}", value)
     assert completed.returncode == 2 and message in completed.stderr
@@ -256,16 +329,27 @@ def test_kill_inside_remember_is_repaired(sample, cli):
     import subprocess
     import sys
 
-    subprocess.run([sys.executable, "-c", script, str(sample.db_path), json.dumps(item.row_metadata(name))],
-                   env=sample.environ(), check=True)
+    subprocess.run(
+        [sys.executable, "-c", script, str(sample.db_path), json.dumps(item.row_metadata(name))],
+        env=sample.environ(),
+        check=True,
+    )
     (row,) = _rows(sample, "content = 'written by BEAM only'")
     connection = sqlite3.connect(sample.db_path)
-    assert connection.execute("SELECT count(*) FROM memories WHERE id = ?", (row["id"],)).fetchone()[0] == 0
+    assert (
+        connection.execute("SELECT count(*) FROM memories WHERE id = ?", (row["id"],)).fetchone()[0]
+        == 0
+    )
     _drop(sample, name, data)
     result = _drain(cli)
-    assert result["changes"]["duplicates_skipped"] == 1 and result["changes"]["legacy_rows_repaired"] == 1
+    assert (
+        result["changes"]["duplicates_skipped"] == 1
+        and result["changes"]["legacy_rows_repaired"] == 1
+    )
     assert len(_rows(sample, "content = 'written by BEAM only'")) == 1
-    legacy = connection.execute("SELECT content, session_id FROM memories WHERE id = ?", (row["id"],)).fetchall()
+    legacy = connection.execute(
+        "SELECT content, session_id FROM memories WHERE id = ?", (row["id"],)
+    ).fetchall()
     connection.close()
     assert legacy == [("written by BEAM only", "s-half")]
 
@@ -276,9 +360,15 @@ def test_capture_creates_a_private_spool_and_honours_the_item_cap(sample, cli, t
     config.write_text("bridge_drain:\n  max_item_bytes: 10\n")
     queued = cli("--state-dir", str(state_dir), "capture", "short")
     assert queued.returncode == 0, queued.stderr
-    for folder in (state_dir, state_dir / "queue", *(state_dir / "queue" / name for name in ("tmp", "new", "cur", "failed"))):
+    for folder in (
+        state_dir,
+        state_dir / "queue",
+        *(state_dir / "queue" / name for name in ("tmp", "new", "cur", "failed")),
+    ):
         assert folder.is_dir() and os.stat(folder).st_mode & 0o077 == 0, folder
-    too_long = cli("--config", str(config), "--state-dir", str(state_dir), "capture", "eleven bytes")
+    too_long = cli(
+        "--config", str(config), "--state-dir", str(state_dir), "capture", "eleven bytes"
+    )
     assert too_long.returncode == 2 and "over the 10-byte limit" in too_long.stderr
     assert len(_names(state_dir / "queue" / "new")) == 1
     # The drain applies the same cap from the config: each sample item is longer, each rejected alone.
@@ -291,20 +381,29 @@ def _doctor_findings(sample) -> list:
     import sys
 
     mnemosyne = str(Path(sys.executable).with_name("mnemosyne"))
-    completed = subprocess.run([mnemosyne, "doctor", "--db", str(sample.db_path), "--format", "json"],
-                               env=sample.environ(), capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [mnemosyne, "doctor", "--db", str(sample.db_path), "--format", "json"],
+        env=sample.environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)["findings"]
 
 
-def test_after_a_drain_mnemosyne_doctor_is_clean_recall_finds_items_and_insert_triggers_fire(sample, cli):
+def test_after_a_drain_mnemosyne_doctor_is_clean_recall_finds_items_and_insert_triggers_fire(
+    sample, cli
+):
     # An AFTER INSERT trigger of our own stands in for the canonical promotion trigger: rows written
     # through remember are real INSERTs, so such triggers see every drained row.
     connection = sqlite3.connect(sample.db_path)
     with connection:
         connection.execute("CREATE TABLE test_inserted (id TEXT)")
-        connection.execute("CREATE TRIGGER test_after_insert AFTER INSERT ON working_memory "
-                           "BEGIN INSERT INTO test_inserted VALUES (new.id); END")
+        connection.execute(
+            "CREATE TRIGGER test_after_insert AFTER INSERT ON working_memory "
+            "BEGIN INSERT INTO test_inserted VALUES (new.id); END"
+        )
     connection.close()
     findings_before = _doctor_findings(sample)
     _drain(cli)
@@ -316,11 +415,18 @@ def test_after_a_drain_mnemosyne_doctor_is_clean_recall_finds_items_and_insert_t
     import subprocess
     import sys
 
-    script = ("import sys; from pathlib import Path; from mnemosyne.core.memory import Mnemosyne; "
-              "hits = Mnemosyne(session_id='capture', db_path=Path(sys.argv[1])).recall('window seats flights'); "
-              "print(any('window seats' in hit['content'] for hit in hits))")
-    recalled = subprocess.run([sys.executable, "-c", script, str(sample.db_path)], env=sample.environ(),
-                              capture_output=True, text=True, timeout=120)
+    script = (
+        "import sys; from pathlib import Path; from mnemosyne.core.memory import Mnemosyne; "
+        "hits = Mnemosyne(session_id='capture', db_path=Path(sys.argv[1])).recall('window seats flights'); "
+        "print(any('window seats' in hit['content'] for hit in hits))"
+    )
+    recalled = subprocess.run(
+        [sys.executable, "-c", script, str(sample.db_path)],
+        env=sample.environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert recalled.stdout.strip().splitlines()[-1] == "True", recalled.stderr
 
 

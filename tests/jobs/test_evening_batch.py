@@ -7,10 +7,12 @@ import json
 import apsw
 import pytest
 
+from mnemo_ops import database
 from mnemo_ops.consolidation.episodic import sleep_cutoff
-from mnemo_ops.core import database, exit_codes, state
+from mnemo_ops.core import exit_codes, state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
-from mnemo_ops.core.runner import run_job
+from mnemo_ops.database import transactions
+from mnemo_ops.jobs import run_job
 from mnemo_ops.topics import store
 from tests.conftest import run_cli
 from tests.purity import assert_unchanged, sample_snapshot
@@ -21,8 +23,13 @@ JOB = "evening-batch"
 def _working_rows(db_path):
     connection = database.open_memory_db(db_path, readonly=True)
     try:
-        return {row["id"]: row for row in database.fetch_dicts(
-            connection, "SELECT id, content, timestamp, consolidated_at, valid_until FROM working_memory")}
+        return {
+            row["id"]: row
+            for row in database.fetch_dicts(
+                connection,
+                "SELECT id, content, timestamp, consolidated_at, valid_until FROM working_memory",
+            )
+        }
     finally:
         connection.close()
 
@@ -30,12 +37,16 @@ def _working_rows(db_path):
 def _episodic_rows(db_path):
     connection = database.open_memory_db(db_path, readonly=True)
     try:
-        return database.fetch_dicts(connection, "SELECT id, summary_of, source FROM episodic_memory")
+        return database.fetch_dicts(
+            connection, "SELECT id, summary_of, source FROM episodic_memory"
+        )
     finally:
         connection.close()
 
 
-def test_consolidates_rows_older_than_the_cutoff_once_and_keeps_every_working_row(sample, sample_settings):
+def test_consolidates_rows_older_than_the_cutoff_once_and_keeps_every_working_row(
+    sample, sample_settings
+):
     before = _working_rows(sample.db_path)
     cutoff = sleep_cutoff()
     old = {memory_id for memory_id, row in before.items() if row["timestamp"] < cutoff}
@@ -48,14 +59,18 @@ def test_consolidates_rows_older_than_the_cutoff_once_and_keeps_every_working_ro
     assert result.changes["items_consolidated"] == len(old)
     episodes = _episodic_rows(sample.db_path)
     assert result.changes["summaries_created"] == len(episodes) > 0
-    summarized = {memory_id for episode in episodes for memory_id in episode["summary_of"].split(",")}
+    summarized = {
+        memory_id for episode in episodes for memory_id in episode["summary_of"].split(",")
+    }
     assert summarized == old
     after = _working_rows(sample.db_path)
     assert set(after) == set(before)  # nothing deleted (Mnemosyne's sleep is additive since E3)
     assert all(after[memory_id]["content"] == before[memory_id]["content"] for memory_id in before)
     assert all(after[memory_id]["consolidated_at"] for memory_id in old)
     assert not any(after[memory_id]["consolidated_at"] for memory_id in fresh)
-    assert result.stats["consolidation"]["model"] == "aaak"  # no model configured offline: Mnemosyne's AAAK
+    assert (
+        result.stats["consolidation"]["model"] == "aaak"
+    )  # no model configured offline: Mnemosyne's AAAK
     # The pre-write checkpoint was taken (and verified) before the first write.
     assert result.checkpoint and result.checkpoint.startswith("pre-evening-batch-")
     assert (sample_settings.backups_dir / result.checkpoint / "manifest.json").exists()
@@ -71,7 +86,9 @@ def test_consolidates_rows_older_than_the_cutoff_once_and_keeps_every_working_ro
 
 
 def test_skips_with_75_while_another_writer_holds_the_lock(sample, sample_settings):
-    lock = WriterLock(lock_path_for(sample_settings.state_dir, sample_settings.db_path), "other-job")
+    lock = WriterLock(
+        lock_path_for(sample_settings.state_dir, sample_settings.db_path), "other-job"
+    )
     lock.acquire()
     try:
         result = run_job(sample_settings, JOB, show_progress=False)
@@ -116,7 +133,9 @@ def test_topic_map_is_stable_on_the_fixture(sample, sample_settings):
     assert all("tomato" in contents[key].lower() for key in working_members)
 
     again = run_job(sample_settings, JOB, show_progress=False)
-    assert again.changes["memories_mapped"] == 0 and again.stats["topic_map"]["mode"] == "incremental"
+    assert (
+        again.changes["memories_mapped"] == 0 and again.stats["topic_map"]["mode"] == "incremental"
+    )
 
     rebuilt = run_job(sample_settings, JOB, options={"rebuild": True}, show_progress=False)
     assert rebuilt.stats["topic_map"]["mode"] == "full"
@@ -131,12 +150,13 @@ def test_topic_map_is_stable_on_the_fixture(sample, sample_settings):
 
 def _add_working_rows(db_path, contents, session="bakery"):
     connection = apsw.Connection(str(db_path))
-    with database.immediate_transaction(connection):
+    with transactions.immediate_transaction(connection):
         for number, content in enumerate(contents):
             connection.execute(
                 "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance) "
                 "VALUES (?, ?, 'conversation', datetime('now', 'localtime'), ?, 0.5)",
-                (f"{session}{number:08x}"[:16].ljust(16, "0"), content, session))
+                (f"{session}{number:08x}"[:16].ljust(16, "0"), content, session),
+            )
     connection.close()
 
 
@@ -163,7 +183,8 @@ def test_incremental_update_assigns_only_changed_memories(sample, sample_setting
     db.conn.close()
     assert topic_map.topics["sourdough"].size == 3
     assert {key for key, label in topic_map.assignments.items() if label == "sourdough"} == {
-        key for key in topic_map.assignments if key.startswith("w:bakery")}
+        key for key in topic_map.assignments if key.startswith("w:bakery")
+    }
 
 
 def test_stale_map_is_reported_when_more_than_the_threshold_changed(sample, sample_settings, cli):
@@ -183,24 +204,38 @@ def test_stale_map_is_reported_when_more_than_the_threshold_changed(sample, samp
 
 
 def _canonical_store(sample, monkeypatch):
-    monkeypatch.setenv("MNEMOSYNE_DATA_DIR", str(sample.data_dir))  # Mnemosyne's default path: the sample's own
+    monkeypatch.setenv(
+        "MNEMOSYNE_DATA_DIR", str(sample.data_dir)
+    )  # Mnemosyne's default path: the sample's own
     from mnemosyne.core.canonical import CanonicalStore
 
     return CanonicalStore(db_path=sample.db_path)
 
 
-def test_memory_block_entry_of_a_superseded_canonical_fact_is_reported(sample, sample_settings, cli, monkeypatch):
+def test_memory_block_entry_of_a_superseded_canonical_fact_is_reported(
+    sample, sample_settings, cli, monkeypatch
+):
     canonical = _canonical_store(sample, monkeypatch)
-    canonical.remember("default", "preference", "morning_drink", "Dana drinks regular coffee every morning")
-    canonical.remember("default", "preference", "morning_drink",
-                       "Dana switched her morning coffee to decaf on doctor's advice")
+    canonical.remember(
+        "default", "preference", "morning_drink", "Dana drinks regular coffee every morning"
+    )
+    canonical.remember(
+        "default",
+        "preference",
+        "morning_drink",
+        "Dana switched her morning coffee to decaf on doctor's advice",
+    )
     canonical.remember("default", "travel", "next_trip", "Planning a trip to Porto in spring")
-    canonical.remember("default", "travel", "next_trip", "Planning a trip to Lisbon in March with her sister")
+    canonical.remember(
+        "default", "travel", "next_trip", "Planning a trip to Lisbon in March with her sister"
+    )
     canonical.conn.close()
 
     result = run_job(sample_settings, JOB, show_progress=False)
 
-    stale = [warning for warning in result.warnings if warning.code == "memory-block-superseded-fact"]
+    stale = [
+        warning for warning in result.warnings if warning.code == "memory-block-superseded-fact"
+    ]
     assert len(stale) == 1, [w.message for w in result.warnings]
     message = stale[0].message
     assert "USER.md" in message and "Drinks regular coffee in the morning" in message
@@ -221,7 +256,9 @@ def test_canonical_backed_memory_is_seeded_first(sample, sample_settings, monkey
     seeds = store.load_seeds(db)["tomato"]
     db.conn.close()
     assert seeds[0]["canonical"] and seeds[0]["preview"] == weakest
-    assert [seed["importance"] for seed in seeds[1:]] == sorted((seed["importance"] for seed in seeds[1:]), reverse=True)
+    assert [seed["importance"] for seed in seeds[1:]] == sorted(
+        (seed["importance"] for seed in seeds[1:]), reverse=True
+    )
 
 
 def test_a_failing_step_is_collected_and_later_steps_still_run(sample):
@@ -233,13 +270,21 @@ def test_a_failing_step_is_collected_and_later_steps_still_run(sample):
     steps = {step["name"]: step for step in result["stats"]["steps"]}
     assert steps["consolidation"]["status"] == "failed"
     assert "MNEMOSYNE_WM_TTL_HOURS" in steps["consolidation"]["error"]
-    assert [steps[name]["status"] for name in ("topic-map", "seed-map", "freshness")] == ["ok", "ok", "ok"]
-    assert result["status"] == "failed" and result["error"].startswith("1 of 4 steps failed: consolidation:")
+    assert [steps[name]["status"] for name in ("topic-map", "seed-map", "freshness")] == [
+        "ok",
+        "ok",
+        "ok",
+    ]
+    assert result["status"] == "failed" and result["error"].startswith(
+        "1 of 4 steps failed: consolidation:"
+    )
     assert (sample.state_dir / "reports" / "topics.md").is_file()
     assert not _episodic_rows(sample.db_path)
 
 
-@pytest.mark.parametrize("option", ["min_topic_size: 0", "stale_fraction: 1.5", "consolidation_model: gpt-imaginary"])
+@pytest.mark.parametrize(
+    "option", ["min_topic_size: 0", "stale_fraction: 1.5", "consolidation_model: gpt-imaginary"]
+)
 def test_bad_config_values_exit_2_naming_the_key(sample, tmp_path, option):
     config = tmp_path / "config.yaml"
     config.write_text(f"evening_batch:\n  {option}\n", encoding="utf-8")
@@ -249,7 +294,9 @@ def test_bad_config_values_exit_2_naming_the_key(sample, tmp_path, option):
     assert f"evening_batch.{option.split(':')[0]}" in (output.get("error") or "")
 
 
-def test_dry_run_of_an_incremental_update_is_pure_and_counts_what_the_real_run_does(sample, sample_settings, cli):
+def test_dry_run_of_an_incremental_update_is_pure_and_counts_what_the_real_run_does(
+    sample, sample_settings, cli
+):
     run_job(sample_settings, JOB, show_progress=False)
     _add_working_rows(sample.db_path, SOURDOUGH[:3])
     before = sample_snapshot(sample)
@@ -268,28 +315,36 @@ def test_claims_left_by_a_killed_sleep_are_reclaimed_and_consolidated(sample, sa
     # A sleep killed between its claim and its summary leaves rows marked consolidated with no episode.
     orphan = min(_working_rows(sample.db_path).values(), key=lambda row: row["timestamp"])
     connection = apsw.Connection(str(sample.db_path))
-    with database.immediate_transaction(connection):
+    with transactions.immediate_transaction(connection):
         connection.execute(
             "UPDATE working_memory SET consolidated_at = datetime('now', 'localtime', '-2 hours'), "
-            "consolidation_claimed_at = datetime('now', 'localtime', '-2 hours') WHERE id = ?", (orphan["id"],))
+            "consolidation_claimed_at = datetime('now', 'localtime', '-2 hours') WHERE id = ?",
+            (orphan["id"],),
+        )
     connection.close()
 
     result = run_job(sample_settings, JOB, show_progress=False)
 
     assert result.status == "ok", result.error
     assert result.changes["claims_reclaimed"] == 1
-    summarized = {memory_id for episode in _episodic_rows(sample.db_path) for memory_id in episode["summary_of"].split(",")}
+    summarized = {
+        memory_id
+        for episode in _episodic_rows(sample.db_path)
+        for memory_id in episode["summary_of"].split(",")
+    }
     assert orphan["id"] in summarized
 
 
 def test_mnemosyne_memoria_dedup_does_not_delete_rows(sample, sample_settings):
     # Mnemosyne's sleep_all_sessions would DELETE exact duplicate memoria_kg rows; we never delete.
     connection = apsw.Connection(str(sample.db_path))
-    with database.immediate_transaction(connection):
+    with transactions.immediate_transaction(connection):
         connection.execute(
-            "INSERT INTO memoria_kg (session_id, subject, predicate, object, message_idx, confidence, source_memory_id) "
+            "INSERT INTO memoria_kg (session_id, subject, predicate, object, message_idx, "
+            "confidence, source_memory_id) "
             "SELECT 'other-session', subject, predicate, object, message_idx, confidence, source_memory_id "
-            "FROM memoria_kg LIMIT 1")
+            "FROM memoria_kg LIMIT 1"
+        )
     before = connection.execute("SELECT count(*) FROM memoria_kg").fetchone()[0]
     connection.close()
     assert before >= 2
@@ -308,8 +363,13 @@ def _doctor_findings(sample):
     from pathlib import Path
 
     doctor = Path(sys.executable).with_name("mnemosyne")
-    completed = subprocess.run([str(doctor), "doctor", "--db", str(sample.db_path), "--format", "json"],
-                               env=sample.environ(), capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [str(doctor), "doctor", "--db", str(sample.db_path), "--format", "json"],
+        env=sample.environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)["findings"]
 
@@ -318,11 +378,18 @@ def _recall(sample, query):
     import subprocess
     import sys
 
-    script = ("import json, sys; from mnemosyne.core.memory import Mnemosyne; "
-              "m = Mnemosyne(session_id='today-2026-11-30', db_path=sys.argv[1]); "
-              "print(json.dumps([r.get('content', '') for r in m.recall(sys.argv[2], top_k=5)]))")
-    completed = subprocess.run([sys.executable, "-c", script, str(sample.db_path), query], env=sample.environ(),
-                               capture_output=True, text=True, timeout=120)
+    script = (
+        "import json, sys; from mnemosyne.core.memory import Mnemosyne; "
+        "m = Mnemosyne(session_id='today-2026-11-30', db_path=sys.argv[1]); "
+        "print(json.dumps([r.get('content', '') for r in m.recall(sys.argv[2], top_k=5)]))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script, str(sample.db_path), query],
+        env=sample.environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout.splitlines()[-1])
 
@@ -340,7 +407,7 @@ def test_mnemosyne_doctor_finds_nothing_new_and_recall_works_afterwards(sample, 
 
 def test_consolidation_leaves_the_schema_version_alone(sample, sample_settings):
     """Mnemosyne re-creates its wm_au trigger per instance; on a current schema we must not let it,
-    because a schema change can wedge the live agent's connection (see mnemo_ops.core.mnemosyne_api)."""
+    because a schema change can wedge the live agent's connection (see mnemo_ops.database.mnemosyne_api)."""
     import apsw
 
     def schema_version() -> int:

@@ -11,14 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_ops.core.orphan_linking import edge_weight
-from mnemo_ops.sample_database import SampleLayout
-from mnemo_ops.synthetic_memories import add_synthetic_memories
+from mnemo_ops.linking.orphans import edge_weight
+from mnemo_ops.samples.sample_database import SampleLayout
+from mnemo_ops.samples.synthetic_memories import add_synthetic_memories
+from tests.canonical.test_trigger import _run_scenario
 from tests.conftest import run_cli
-from tests.core.test_canonical_trigger import _run_scenario
 from tests.purity import assert_unchanged, sample_snapshot
 
-LIVE = "superseded_by IS NULL AND (valid_until IS NULL OR valid_until > strftime('%Y-%m-%dT%H:%M:%f', 'now', 'localtime'))"
+LIVE = (
+    "superseded_by IS NULL AND (valid_until IS NULL "
+    "OR valid_until > strftime('%Y-%m-%dT%H:%M:%f', 'now', 'localtime'))"
+)
 
 
 def query(db_path: Path, sql: str, parameters=()) -> list[tuple]:
@@ -40,8 +43,19 @@ def run_job(layout: SampleLayout, *arguments: str, env: dict[str, str] | None = 
 def doctor_findings(layout: SampleLayout) -> list[tuple]:
     """``mnemosyne doctor --format json`` findings (code, severity) for the sample database."""
     completed = subprocess.run(
-        [str(Path(sys.executable).parent / "mnemosyne"), "doctor", "--db", str(layout.db_path), "--format", "json"],
-        env=layout.environ(), capture_output=True, text=True, timeout=120)
+        [
+            str(Path(sys.executable).parent / "mnemosyne"),
+            "doctor",
+            "--db",
+            str(layout.db_path),
+            "--format",
+            "json",
+        ],
+        env=layout.environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     report = json.loads(completed.stdout)
     assert report["reference_contracts"]["graph_edges"]["dangling_memory_endpoints"] == 0
     assert report["reference_contracts"]["canonical_facts"]["duplicate_current_slots"] == 0
@@ -50,21 +64,38 @@ def doctor_findings(layout: SampleLayout) -> list[tuple]:
 
 def orphans(db_path: Path) -> set[str]:
     """Live working rows with no edge at either end."""
-    return {row[0] for row in query(db_path, (
-        f"SELECT id FROM working_memory w WHERE {LIVE} "
-        "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.source = w.id OR e.target = w.id)"))}
+    return {
+        row[0]
+        for row in query(
+            db_path,
+            (
+                f"SELECT id FROM working_memory w WHERE {LIVE} "
+                "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.source = w.id OR e.target = w.id)"
+            ),
+        )
+    }
 
 
 def our_edges(db_path: Path) -> list[tuple]:
     """The related_to edges (source, target, weight) in a stable order."""
-    return sorted(query(db_path, "SELECT source, target, weight FROM graph_edges WHERE edge_type = 'related_to'"))
+    return sorted(
+        query(
+            db_path, "SELECT source, target, weight FROM graph_edges WHERE edge_type = 'related_to'"
+        )
+    )
 
 
 def current_auto_facts(db_path: Path) -> list[tuple]:
     """Current auto canonical rows without their timestamps and ids."""
-    return sorted(query(db_path, (
-        "SELECT owner_id, category, name, body, source, round(confidence, 6), version FROM canonical_facts "
-        "WHERE source LIKE 'auto:%' AND valid_until IS NULL")))
+    return sorted(
+        query(
+            db_path,
+            (
+                "SELECT owner_id, category, name, body, source, round(confidence, 6), version FROM canonical_facts "
+                "WHERE source LIKE 'auto:%' AND valid_until IS NULL"
+            ),
+        )
+    )
 
 
 def copy_layout(layout: SampleLayout, target: Path) -> SampleLayout:
@@ -76,7 +107,9 @@ def copy_layout(layout: SampleLayout, target: Path) -> SampleLayout:
 def test_dry_run_counts_what_the_real_run_does_and_a_second_run_does_nothing(sample):
     findings_before = doctor_findings(sample)
     orphans_before = orphans(sample.db_path)
-    assert len(orphans_before) == 35  # the sample's own edges join gist_/fact_ nodes, never working ids
+    assert (
+        len(orphans_before) == 35
+    )  # the sample's own edges join gist_/fact_ nodes, never working ids
 
     before = sample_snapshot(sample)
     dry = run_job(sample, "--dry-run")
@@ -87,7 +120,9 @@ def test_dry_run_counts_what_the_real_run_does_and_a_second_run_does_nothing(sam
     assert real["status"] == "ok"
     assert real["changes"] == dry["changes"]
     assert real["stats"]["linking"] == dry["stats"]["linking"]
-    assert real["changes"]["canonical_promoted"] == 10  # the sample's user-stated rows of importance >= 0.7
+    assert (
+        real["changes"]["canonical_promoted"] == 10
+    )  # the sample's user-stated rows of importance >= 0.7
     assert real["changes"]["edges_created"] == len(our_edges(sample.db_path)) > 0
 
     second = run_job(sample)
@@ -101,7 +136,9 @@ def test_dry_run_counts_what_the_real_run_does_and_a_second_run_does_nothing(sam
 
 def test_edges_follow_mnemosynes_linking_rules(sample):
     orphans_before = orphans(sample.db_path)
-    live_targets = {row[0] for row in query(sample.db_path, f"SELECT id FROM working_memory WHERE {LIVE}")}
+    live_targets = {
+        row[0] for row in query(sample.db_path, f"SELECT id FROM working_memory WHERE {LIVE}")
+    }
     result = run_job(sample, "--option", "k=2")
     edges = our_edges(sample.db_path)
     assert edges and result["changes"]["edges_created"] == len(edges)
@@ -131,14 +168,21 @@ def test_backstop_closes_and_promotes_by_the_trigger_rules(sample):
     # Changes made while no trigger is installed (as if by Mnemosyne before `trigger install`).
     connection = sqlite3.connect(sample.db_path)
     with connection:
-        connection.execute("UPDATE working_memory SET valid_until = '2000-01-01T00:00:00' WHERE id = ?", (expired,))
-        connection.execute("UPDATE working_memory SET superseded_by = ?, valid_until = '2000-01-01' WHERE id = ?",
-                           (changed, superseded))
-        connection.execute("UPDATE working_memory SET content = content || ' (corrected)' WHERE id = ?", (changed,))
+        connection.execute(
+            "UPDATE working_memory SET valid_until = '2000-01-01T00:00:00' WHERE id = ?", (expired,)
+        )
+        connection.execute(
+            "UPDATE working_memory SET superseded_by = ?, valid_until = '2000-01-01' WHERE id = ?",
+            (changed, superseded),
+        )
+        connection.execute(
+            "UPDATE working_memory SET content = content || ' (corrected)' WHERE id = ?", (changed,)
+        )
         connection.execute("DELETE FROM working_memory WHERE id = ?", (deleted,))
         connection.execute(
             "INSERT INTO working_memory (id, content, source, veracity, importance, memory_type) "
-            "VALUES ('newfact000000001', 'Dana keeps a sourdough starter named Bubbles', 'fact', 'stated', 0.9, 'fact')")
+            "VALUES ('newfact000000001', 'Dana keeps a sourdough starter named Bubbles', 'fact', 'stated', 0.9, 'fact')"
+        )
     connection.close()
 
     dry = run_job(sample, "--dry-run")
@@ -146,14 +190,22 @@ def test_backstop_closes_and_promotes_by_the_trigger_rules(sample):
     assert dry["changes"] == real["changes"]
     assert real["changes"]["canonical_closed"] == 4
     assert real["changes"]["canonical_promoted"] == 2
-    assert real["stats"]["canonical"]["close_reasons"] == {"closed": 2, "deleted": 1, "content-changed": 1}
+    assert real["stats"]["canonical"]["close_reasons"] == {
+        "closed": 2,
+        "deleted": 1,
+        "content-changed": 1,
+    }
 
     current = {row[2]: row for row in current_auto_facts(sample.db_path)}
     assert not {expired, superseded, deleted} & set(current)
     assert current[changed][3].endswith("(corrected)") and current[changed][6] == 2
     assert current["newfact000000001"][1] == "auto:fact" and current["newfact000000001"][6] == 1
-    history = query(sample.db_path, "SELECT version, valid_until IS NOT NULL FROM canonical_facts "
-                                    "WHERE source = ? ORDER BY version", (f"auto:{changed}",))
+    history = query(
+        sample.db_path,
+        "SELECT version, valid_until IS NOT NULL FROM canonical_facts "
+        "WHERE source = ? ORDER BY version",
+        (f"auto:{changed}",),
+    )
     assert history == [(1, 1), (2, 0)]
     assert set(run_job(sample)["changes"].values()) == {0}
 
@@ -173,7 +225,10 @@ def test_backstop_reaches_the_state_the_trigger_keeps(sample, tmp_path):
         # the end; Mnemosyne's ids hash the time, so the two copies' new rows differ in id (name, source).
         rows = current_auto_facts(layout.db_path)
         assert all(source == f"auto:{name}" for _, _, name, _, source, _, _ in rows)
-        return sorted((owner, category, body, confidence) for owner, category, _, body, _, confidence, _ in rows)
+        return sorted(
+            (owner, category, body, confidence)
+            for owner, category, _, body, _, confidence, _ in rows
+        )
 
     assert current(with_trigger) == current(without_trigger)
     assert len(current(with_trigger)) == 11
@@ -206,20 +261,30 @@ def test_bad_options_are_usage_errors(sample, option):
 
 def test_closed_rows_never_become_targets_even_when_they_match_best(sample):
     """The orphan's best matches are closed or superseded rows: it still gets its live match."""
-    add_synthetic_memories(sample.db_path, 400, seed=2)  # so 10 rows sharing a word are not "common"
+    add_synthetic_memories(
+        sample.db_path, 400, seed=2
+    )  # so 10 rows sharing a word are not "common"
     connection = sqlite3.connect(sample.db_path)
     with connection:
-        connection.execute("INSERT INTO working_memory (id, content, source, importance) VALUES "
-                           "('aaazq00000000000', 'zebra quokka okapi', 'conversation', 0.5)")
+        connection.execute(
+            "INSERT INTO working_memory (id, content, source, importance) VALUES "
+            "('aaazq00000000000', 'zebra quokka okapi', 'conversation', 0.5)"
+        )
         for number in range(8):
             connection.execute(
                 "INSERT INTO working_memory (id, content, source, importance, superseded_by, valid_until) "
                 "VALUES (?, 'zebra quokka okapi', 'conversation', 0.5, ?, ?)",
-                (f"deadzq{number:010d}", "aaazq00000000000" if number % 2 else None,
-                 None if number % 2 else "2001-01-01T00:00:00"))
+                (
+                    f"deadzq{number:010d}",
+                    "aaazq00000000000" if number % 2 else None,
+                    None if number % 2 else "2001-01-01T00:00:00",
+                ),
+            )
         # Longer, so worse by bm25 than every dead row, with words no other memory holds.
-        connection.execute("INSERT INTO working_memory (id, content, source, importance) VALUES "
-                           "('zzzzq00000000000', 'zebra quokka okapi xqone xqtwo', 'conversation', 0.5)")
+        connection.execute(
+            "INSERT INTO working_memory (id, content, source, importance) VALUES "
+            "('zzzzq00000000000', 'zebra quokka okapi xqone xqtwo', 'conversation', 0.5)"
+        )
     connection.close()
     run_job(sample, "--option", "min_score=0")  # no floor: only liveness decides here
     edges = [edge for edge in our_edges(sample.db_path) if "zq" in edge[0] or "zq" in edge[1]]

@@ -19,8 +19,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from mnemo_ops.integrity.checks import reconcile_fts_entries
 from mnemo_ops.checkpoints.catalog import newest_verified_checkpoint
+from mnemo_ops.integrity.checks import reconcile_fts_entries
 from tests.purity import assert_unchanged, sample_snapshot
 
 JOB = "monthly-maintenance"
@@ -30,8 +30,11 @@ GHOST_ID = "0123456789abcdef"
 
 def codes(result: dict) -> set[str]:
     """Finding codes of a JSON result, without the pre-write checkpoint's own notices."""
-    return {warning["code"] for warning in result["warnings"]
-            if warning["code"] not in UNRELATED and not warning["code"].startswith("checkpoint")}
+    return {
+        warning["code"]
+        for warning in result["warnings"]
+        if warning["code"] not in UNRELATED and not warning["code"].startswith("checkpoint")
+    }
 
 
 def run(cli, *flags: str, env: dict[str, str] | None = None) -> dict:
@@ -64,17 +67,31 @@ def execute(db: Path, *statements: tuple) -> None:
 
 def row_counts(db: Path) -> dict[str, int]:
     with connect(db) as connection:
-        return {table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                for table in ("working_memory", "episodic_memory", "canonical_facts", "triples", "graph_edges",
-                              "facts", "gists")}
+        return {
+            table: connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in (
+                "working_memory",
+                "episodic_memory",
+                "canonical_facts",
+                "triples",
+                "graph_edges",
+                "facts",
+                "gists",
+            )
+        }
 
 
 def doctor(sample, db: Path) -> dict:
     """``mnemosyne doctor --db X --format json`` in a real subprocess."""
     executable = Path(sys.executable).parent / "mnemosyne"
-    completed = subprocess.run([str(executable), "doctor", "--db", str(db), "--format", "json"],
-                               env=sample.environ(), cwd=sample.directory, capture_output=True, text=True,
-                               timeout=120)
+    completed = subprocess.run(
+        [str(executable), "doctor", "--db", str(db), "--format", "json"],
+        env=sample.environ(),
+        cwd=sample.directory,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 
@@ -98,29 +115,59 @@ def damage_repairable(db: Path) -> dict:
         db,
         # fts_working: one row's entry lost, one ghost entry, one entry with old text.
         ("DELETE FROM fts_working WHERE id = ?", (missing,)),
-        ("INSERT INTO fts_working(id, content) VALUES (?, 'ghost entry for a row that never existed')", (GHOST_ID,)),
+        (
+            "INSERT INTO fts_working(id, content) VALUES (?, 'ghost entry for a row that never existed')",
+            (GHOST_ID,),
+        ),
         ("UPDATE fts_working SET content = 'text from before an edit' WHERE id = ?", (outdated,)),
         # fts_episodes (external content): an episode whose index entry is gone.
-        ("INSERT INTO episodic_memory(id, content, summary_of) VALUES ('ep-test-1', 'Dana grows tomatoes', '')",),
-        ("INSERT INTO episodic_memory(id, content, summary_of) VALUES ('ep-test-2', 'Frost came late', '')",),
-        ("INSERT INTO fts_episodes(fts_episodes, rowid, content) SELECT 'delete', rowid, content "
-         "FROM episodic_memory WHERE id = 'ep-test-1'",),
+        (
+            "INSERT INTO episodic_memory(id, content, summary_of) VALUES ('ep-test-1', 'Dana grows tomatoes', '')",
+        ),
+        (
+            "INSERT INTO episodic_memory(id, content, summary_of) VALUES ('ep-test-2', 'Frost came late', '')",
+        ),
+        (
+            "INSERT INTO fts_episodes(fts_episodes, rowid, content) SELECT 'delete', rowid, content "
+            "FROM episodic_memory WHERE id = 'ep-test-1'",
+        ),
         # triples: three open rows for one (subject, predicate), one unrelated open row.
-        ("INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', 'lives_in', 'Lyon', '2024-01-01')",),
-        ("INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', 'lives_in', 'Paris', '2025-06-01')",),
-        ("INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', 'lives_in', 'Nantes', '2026-02-01')",),
-        ("INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', 'works_at', 'Acme', '2025-01-01')",),
+        (
+            "INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', "
+            "'lives_in', 'Lyon', '2024-01-01')",
+        ),
+        (
+            "INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', "
+            "'lives_in', 'Paris', '2025-06-01')",
+        ),
+        (
+            "INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', "
+            "'lives_in', 'Nantes', '2026-02-01')",
+        ),
+        (
+            "INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', "
+            "'works_at', 'Acme', '2025-01-01')",
+        ),
         # canonical: the unique index gone and two current rows in one slot.
         ("DROP INDEX idx_canonical_current",),
-        ("INSERT INTO canonical_facts(owner_id, category, name, body, source, version, valid_from) "
-         "VALUES ('default', 'identity', 'name', 'Dana', 'user', 1, '2026-01-01T10:00:00')",),
-        ("INSERT INTO canonical_facts(owner_id, category, name, body, source, version, valid_from) "
-         "VALUES ('default', 'identity', 'name', 'Dana R.', 'user', 2, '2026-05-01T10:00:00')",),
+        (
+            "INSERT INTO canonical_facts(owner_id, category, name, body, source, version, valid_from) "
+            "VALUES ('default', 'identity', 'name', 'Dana', 'user', 1, '2026-01-01T10:00:00')",
+        ),
+        (
+            "INSERT INTO canonical_facts(owner_id, category, name, body, source, version, valid_from) "
+            "VALUES ('default', 'identity', 'name', 'Dana R.', 'user', 2, '2026-05-01T10:00:00')",
+        ),
         # an auto lineage whose source row was closed.
-        ("UPDATE working_memory SET valid_until = '2026-06-01T09:00:00' WHERE id = ?", (closed_source,)),
-        ("INSERT INTO canonical_facts(owner_id, category, name, body, source, version, valid_from) "
-         "VALUES ('default', 'preference', 'garden', 'raised beds', ?, 1, '2026-03-01T08:00:00')",
-         (f"auto:{closed_source}",)),
+        (
+            "UPDATE working_memory SET valid_until = '2026-06-01T09:00:00' WHERE id = ?",
+            (closed_source,),
+        ),
+        (
+            "INSERT INTO canonical_facts(owner_id, category, name, body, source, version, valid_from) "
+            "VALUES ('default', 'preference', 'garden', 'raised beds', ?, 1, '2026-03-01T08:00:00')",
+            (f"auto:{closed_source}",),
+        ),
     )
     return {"missing": missing, "outdated": outdated, "closed_source": closed_source}
 
@@ -137,12 +184,22 @@ def test_clean_sample_has_no_findings_and_nothing_to_change(cli):
 
 
 REPAIRS = {
-    "fts_indexes_rebuilt": 1, "fts_entries_added": 1, "fts_entries_removed": 1, "fts_entries_reindexed": 1,
-    "canonical_duplicates_closed": 1, "triples_closed": 2, "auto_lineages_closed": 1,
+    "fts_indexes_rebuilt": 1,
+    "fts_entries_added": 1,
+    "fts_entries_removed": 1,
+    "fts_entries_reindexed": 1,
+    "canonical_duplicates_closed": 1,
+    "triples_closed": 2,
+    "auto_lineages_closed": 1,
 }
 REPAIR_FINDINGS = {
-    "fts-working-missing", "fts-working-stale", "fts-working-outdated", "fts-episodes-inconsistent",
-    "triple-overlapping-open", "canonical-duplicate-current", "auto-lineage-source-closed",
+    "fts-working-missing",
+    "fts-working-stale",
+    "fts-working-outdated",
+    "fts-episodes-inconsistent",
+    "triple-overlapping-open",
+    "canonical-duplicate-current",
+    "auto-lineage-source-closed",
 }
 
 
@@ -165,16 +222,25 @@ def test_repairable_damage_is_found_repaired_and_doctor_is_clean(sample, cli):
     with connect(db) as connection:
         fts = dict(connection.execute("SELECT id, content FROM fts_working"))
         rows = dict(connection.execute("SELECT id, content FROM working_memory"))
-        assert fts == rows and connection.execute("SELECT count(*) FROM fts_working").fetchone()[0] == len(rows)
+        assert fts == rows and connection.execute("SELECT count(*) FROM fts_working").fetchone()[
+            0
+        ] == len(rows)
         triples = connection.execute(
-            "SELECT object, valid_until FROM triples WHERE predicate = 'lives_in' ORDER BY valid_from").fetchall()
+            "SELECT object, valid_until FROM triples WHERE predicate = 'lives_in' ORDER BY valid_from"
+        ).fetchall()
         assert triples == [("Lyon", "2025-06-01"), ("Paris", "2026-02-01"), ("Nantes", None)]
-        assert connection.execute("SELECT valid_until FROM triples WHERE predicate = 'works_at'").fetchone() == (None,)
-        slot = connection.execute("SELECT body, valid_until FROM canonical_facts WHERE category = 'identity' "
-                                  "ORDER BY version").fetchall()
+        assert connection.execute(
+            "SELECT valid_until FROM triples WHERE predicate = 'works_at'"
+        ).fetchone() == (None,)
+        slot = connection.execute(
+            "SELECT body, valid_until FROM canonical_facts WHERE category = 'identity' "
+            "ORDER BY version"
+        ).fetchall()
         assert slot == [("Dana", "2026-05-01T10:00:00"), ("Dana R.", None)]
-        lineage = connection.execute("SELECT valid_until FROM canonical_facts WHERE source = ?",
-                                     (f"auto:{ids['closed_source']}",)).fetchone()
+        lineage = connection.execute(
+            "SELECT valid_until FROM canonical_facts WHERE source = ?",
+            (f"auto:{ids['closed_source']}",),
+        ).fetchone()
         assert lineage == ("2026-06-01T09:00:00",)  # closed when its source row closed
     assert fts_consistent(db, "fts_episodes") and fts_consistent(db, "fts_working")
 
@@ -197,8 +263,13 @@ def test_mnemosyne_opens_and_recalls_after_repair(sample, cli):
         "memory = Mnemosyne(session_id='check', db_path=sys.argv[1])\n"
         "print(json.dumps(len(memory.recall('tomatoes', top_k=5))))\n"
     )
-    completed = subprocess.run([sys.executable, "-c", script, str(sample.db_path)], env=sample.environ(),
-                               capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-c", script, str(sample.db_path)],
+        env=sample.environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert json.loads(completed.stdout.strip().splitlines()[-1]) > 0
 
@@ -207,25 +278,48 @@ def damage_for_review(db: Path) -> None:
     """Damage that is reported and never repaired (nothing may be removed or guessed)."""
     ids = working_ids(db)
     with sqlite3.connect(db) as connection:
-        gist = connection.execute("SELECT source FROM graph_edges WHERE source LIKE 'gist_%' LIMIT 1").fetchone()[0]
+        gist = connection.execute(
+            "SELECT source FROM graph_edges WHERE source LIKE 'gist_%' LIMIT 1"
+        ).fetchone()[0]
     execute(
         db,
-        ("INSERT INTO graph_edges(source, target, edge_type, weight) VALUES (?, 'fedcba9876543210', 'related_to', 0.5)",
-         (ids[0],)),
-        ("DELETE FROM gists WHERE id = ?", (gist,)),  # the gist node of an existing ctx edge disappears
-        ("INSERT INTO graph_edges(source, target, edge_type, weight) VALUES ('mem_001', 'topic:garden', 'rel', 1)",),
-        ("INSERT INTO triples(subject, predicate, object, valid_from, valid_until) "
-         "VALUES ('user', 'owned', 'bike', '2026-05-01', '2026-01-01')",),
-        ("UPDATE working_memory SET superseded_by = 'ffffffffffffffff', valid_until = '2026-01-01' WHERE id = ?",
-         (ids[3],)),
-        ("UPDATE working_memory SET consolidated_at = '2026-01-01T00:00:00', "
-         "consolidation_claimed_at = '2026-01-01T00:00:00' WHERE id = ?", (ids[4],)),
-        ("INSERT INTO canonical_facts(owner_id, category, name, body, source, version, valid_from) "
-         "VALUES ('default', 'preference', 'tea', 'green', 'auto:aaaaaaaaaaaaaaaa', 1, '2026-11-01T00:00:00')",),
-        ("INSERT INTO canonical_facts(owner_id, category, name, body, source, confidence, version, valid_from) "
-         "VALUES ('default', 'habit', 'walks', 'daily', 'inferred', 0.6, 1, '2024-01-01T00:00:00')",),
+        (
+            "INSERT INTO graph_edges(source, target, edge_type, weight) VALUES (?, "
+            "'fedcba9876543210', 'related_to', 0.5)",
+            (ids[0],),
+        ),
+        (
+            "DELETE FROM gists WHERE id = ?",
+            (gist,),
+        ),  # the gist node of an existing ctx edge disappears
+        (
+            "INSERT INTO graph_edges(source, target, edge_type, weight) VALUES ('mem_001', 'topic:garden', 'rel', 1)",
+        ),
+        (
+            "INSERT INTO triples(subject, predicate, object, valid_from, valid_until) "
+            "VALUES ('user', 'owned', 'bike', '2026-05-01', '2026-01-01')",
+        ),
+        (
+            "UPDATE working_memory SET superseded_by = 'ffffffffffffffff', valid_until = '2026-01-01' WHERE id = ?",
+            (ids[3],),
+        ),
+        (
+            "UPDATE working_memory SET consolidated_at = '2026-01-01T00:00:00', "
+            "consolidation_claimed_at = '2026-01-01T00:00:00' WHERE id = ?",
+            (ids[4],),
+        ),
+        (
+            "INSERT INTO canonical_facts(owner_id, category, name, body, source, version, valid_from) "
+            "VALUES ('default', 'preference', 'tea', 'green', 'auto:aaaaaaaaaaaaaaaa', 1, '2026-11-01T00:00:00')",
+        ),
+        (
+            "INSERT INTO canonical_facts(owner_id, category, name, body, source, confidence, version, valid_from) "
+            "VALUES ('default', 'habit', 'walks', 'daily', 'inferred', 0.6, 1, '2024-01-01T00:00:00')",
+        ),
         ("CREATE TABLE review_parent(id INTEGER PRIMARY KEY)",),
-        ("CREATE TABLE review_child(id INTEGER PRIMARY KEY, parent INTEGER REFERENCES review_parent(id))",),
+        (
+            "CREATE TABLE review_child(id INTEGER PRIMARY KEY, parent INTEGER REFERENCES review_parent(id))",
+        ),
         ("INSERT INTO review_child(id, parent) VALUES (1, 42)",),
     )
 
@@ -241,8 +335,12 @@ def test_review_findings_are_reported_and_nothing_is_removed(sample, cli):
     result = run(cli)
     assert result["status"] == "ok", result["error"]
     assert codes(result) == {
-        "graph-dangling-edges", "triple-inverted-validity", "working-superseded-by-missing",
-        "consolidation-claim-orphaned", "auto-lineage-source-missing", "canonical-unconfirmed-old",
+        "graph-dangling-edges",
+        "triple-inverted-validity",
+        "working-superseded-by-missing",
+        "consolidation-claim-orphaned",
+        "auto-lineage-source-missing",
+        "canonical-unconfirmed-old",
         "foreign-key-violation",
     }
     dangling = next(w for w in result["warnings"] if w["code"] == "graph-dangling-edges")
@@ -251,24 +349,39 @@ def test_review_findings_are_reported_and_nothing_is_removed(sample, cli):
     assert result["changes"] == {}
     assert row_counts(db) == before
     with connect(db) as connection:
-        assert connection.execute("SELECT * FROM graph_edges ORDER BY id").fetchall() == edges_before
+        assert (
+            connection.execute("SELECT * FROM graph_edges ORDER BY id").fetchall() == edges_before
+        )
         assert connection.execute("SELECT * FROM triples ORDER BY id").fetchall() == triples_before
-        assert connection.execute("SELECT * FROM canonical_facts ORDER BY id").fetchall() == facts_before
+        assert (
+            connection.execute("SELECT * FROM canonical_facts ORDER BY id").fetchall()
+            == facts_before
+        )
 
 
 def test_rows_without_vectors_without_a_model_give_one_counted_warning(sample, cli):
     first = working_ids(sample.db_path)[0]
-    execute(sample.db_path, ("INSERT INTO memory_embeddings(memory_id, embedding_json, model) "
-                             "VALUES (?, '[0.1, 0.2]', 'x')", (first,)))
+    execute(
+        sample.db_path,
+        (
+            "INSERT INTO memory_embeddings(memory_id, embedding_json, model) "
+            "VALUES (?, '[0.1, 0.2]', 'x')",
+            (first,),
+        ),
+    )
     # No model, whatever this machine has installed (Mnemosyne's own switch).
-    before = sample_snapshot(sample)  # looking for a model imports Mnemosyne's embeddings: still pure
+    before = sample_snapshot(
+        sample
+    )  # looking for a model imports Mnemosyne's embeddings: still pure
     planned = run(cli, "--dry-run", env={"MNEMOSYNE_NO_EMBEDDINGS": "1"})
     assert_unchanged(before, sample_snapshot(sample))
     assert codes(planned) == {"vectors-missing-no-model"}
     result = run(cli, env={"MNEMOSYNE_NO_EMBEDDINGS": "1"})
     warnings = [w for w in result["warnings"] if w["code"].startswith("vectors")]
     assert [w["code"] for w in warnings] == ["vectors-missing-no-model"]
-    assert warnings[0]["message"].startswith(f"live working rows without a vector: {len(working_ids(sample.db_path)) - 1} ")
+    assert warnings[0]["message"].startswith(
+        f"live working rows without a vector: {len(working_ids(sample.db_path)) - 1} "
+    )
     assert "vectors_reembedded" not in result["changes"]
 
 
@@ -288,8 +401,18 @@ def write_checkpoint(backups: Path, name: str, created_at: str, ok: bool) -> Non
     """A checkpoint folder as the backup job lays it out (docs/architecture.md), made by hand."""
     folder = backups / name
     folder.mkdir(parents=True, mode=0o700)
-    manifest = {"name": name, "kind": "daily", "job": "backup", "created_at": created_at, "files": {},
-                "verification": {"ok": ok, "integrity_check": "ok" if ok else "malformed", "checked_at": created_at}}
+    manifest = {
+        "name": name,
+        "kind": "daily",
+        "job": "backup",
+        "created_at": created_at,
+        "files": {},
+        "verification": {
+            "ok": ok,
+            "integrity_check": "ok" if ok else "malformed",
+            "checked_at": created_at,
+        },
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
 
 
@@ -306,9 +429,13 @@ def test_damaged_database_gets_no_writes_and_the_restore_command(sample, cli):
     write_checkpoint(backups, ".tmp-daily-20261129T020000Z", "2026-11-29T02:00:00+00:00", True)
     damage_repairable(sample.db_path)  # repairable damage too: none of it may be touched now
     connection = sqlite3.connect(sample.db_path)
-    connection.execute("PRAGMA writable_schema=ON")  # an index whose entries no longer match its table
-    connection.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX idx_wm_source ON working_memory(content)' "
-                       "WHERE name = 'idx_wm_source'")
+    connection.execute(
+        "PRAGMA writable_schema=ON"
+    )  # an index whose entries no longer match its table
+    connection.execute(
+        "UPDATE sqlite_master SET sql = 'CREATE INDEX idx_wm_source ON working_memory(content)' "
+        "WHERE name = 'idx_wm_source'"
+    )
     connection.commit()
     connection.close()
     wal = Path(f"{sample.db_path}-wal")
@@ -318,8 +445,10 @@ def test_damaged_database_gets_no_writes_and_the_restore_command(sample, cli):
     assert result["exit_code"] == 1 and result["status"] == "failed"
     critical = [w for w in result["warnings"] if w["severity"] == "critical"]
     assert [w["code"] for w in critical] == ["integrity-check-failed"]
-    assert critical[0]["fix"] == (f"mnemo-ops --db {sample.db_path} --state-dir {sample.state_dir} "
-                                  "backup restore daily-20261120T020000Z")
+    assert critical[0]["fix"] == (
+        f"mnemo-ops --db {sample.db_path} --state-dir {sample.state_dir} "
+        "backup restore daily-20261120T020000Z"
+    )
     assert "missing from index idx_wm_source" in critical[0]["message"]
     assert result["changes"] == {} and result["checkpoint"] is None
     assert (file_digest(sample.db_path), file_digest(wal)) == before
@@ -328,20 +457,25 @@ def test_damaged_database_gets_no_writes_and_the_restore_command(sample, cli):
 def test_newest_verified_checkpoint_ignores_broken_manifests(tmp_path):
     write_checkpoint(tmp_path, "daily-20261101T020000Z", "2026-11-01T02:00:00+00:00", True)
     (tmp_path / "daily-20261130T020000Z").mkdir()
-    (tmp_path / "daily-20261130T020000Z" / "manifest.json").write_text("{not json", encoding="utf-8")
+    (tmp_path / "daily-20261130T020000Z" / "manifest.json").write_text(
+        "{not json", encoding="utf-8"
+    )
     assert newest_verified_checkpoint(tmp_path) == "daily-20261101T020000Z"
     assert newest_verified_checkpoint(tmp_path / "absent") is None
 
 
-@pytest.mark.parametrize(("entries", "content", "expected"), [
-    ([], "text", ([], True, "added")),
-    ([(1, "text")], "text", ([], False, None)),
-    ([(1, "old")], "text", ([1], True, "reindexed")),
-    ([(1, "text"), (2, "text")], "text", ([2], False, "removed")),
-    ([(1, "old"), (2, "text")], "text", ([1], False, "removed")),
-    ([(1, "ghost")], None, ([1], False, "removed")),
-    ([], None, ([], False, None)),
-])
+@pytest.mark.parametrize(
+    ("entries", "content", "expected"),
+    [
+        ([], "text", ([], True, "added")),
+        ([(1, "text")], "text", ([], False, None)),
+        ([(1, "old")], "text", ([1], True, "reindexed")),
+        ([(1, "text"), (2, "text")], "text", ([2], False, "removed")),
+        ([(1, "old"), (2, "text")], "text", ([1], False, "removed")),
+        ([(1, "ghost")], None, ([1], False, "removed")),
+        ([], None, ([], False, None)),
+    ],
+)
 def test_reconcile_fts_entries(entries, content, expected):
     assert reconcile_fts_entries(entries, content) == expected
 
@@ -356,11 +490,21 @@ def test_vacuum_only_when_asked(cli):
 
 
 def test_multi_valued_predicates_from_the_config_stay_open(sample, cli, tmp_path):
-    execute(sample.db_path,
-            ("INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', 'speaks', 'English', '2020-01-01')",),
-            ("INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', 'speaks', 'Spanish', '2024-01-01')",))
+    execute(
+        sample.db_path,
+        (
+            "INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', "
+            "'speaks', 'English', '2020-01-01')",
+        ),
+        (
+            "INSERT INTO triples(subject, predicate, object, valid_from) VALUES ('user', "
+            "'speaks', 'Spanish', '2024-01-01')",
+        ),
+    )
     config = tmp_path / "config.yaml"
-    config.write_text("monthly_maintenance:\n  multi_valued_predicates: [speaks]\n", encoding="utf-8")
+    config.write_text(
+        "monthly_maintenance:\n  multi_valued_predicates: [speaks]\n", encoding="utf-8"
+    )
     result = run(cli, env={"MNEMO_OPS_CONFIG": str(config)})
     assert result["status"] == "ok" and result["changes"] == {} and codes(result) == set()
     assert count_open_triples(sample.db_path) == 2
@@ -371,7 +515,9 @@ def test_multi_valued_predicates_from_the_config_stay_open(sample, cli, tmp_path
 
 def count_open_triples(db: Path) -> int:
     with connect(db) as connection:
-        return connection.execute("SELECT count(*) FROM triples WHERE valid_until IS NULL").fetchone()[0]
+        return connection.execute(
+            "SELECT count(*) FROM triples WHERE valid_until IS NULL"
+        ).fetchone()[0]
 
 
 def test_bad_option_is_a_usage_error(cli):
@@ -394,31 +540,44 @@ class LetterCountEmbedder:
 
 
 def test_reembedding_fills_only_rows_without_vectors(sample):
-    from mnemo_ops.core import database
+    from mnemo_ops import database
     from mnemo_ops.integrity import repairs
 
     ids = working_ids(sample.db_path)
-    execute(sample.db_path, ("INSERT INTO memory_embeddings(memory_id, embedding_json, model) VALUES (?, '[9]', 'x')",
-                             (ids[0],)))
+    execute(
+        sample.db_path,
+        (
+            "INSERT INTO memory_embeddings(memory_id, embedding_json, model) VALUES (?, '[9]', 'x')",
+            (ids[0],),
+        ),
+    )
     connection = database.connect(sample.db_path)
     try:
         embedder = LetterCountEmbedder()
         stored = repairs.reembed_working_rows(connection, ids, embedder)
         again = repairs.reembed_working_rows(connection, ids, embedder)
-        vectors = dict(connection.execute("SELECT memory_id, embedding_json FROM memory_embeddings"))
+        vectors = dict(
+            connection.execute("SELECT memory_id, embedding_json FROM memory_embeddings")
+        )
         contents = dict(connection.execute("SELECT id, content FROM working_memory"))
     finally:
         connection.close()
     assert stored == (len(ids) - 1, None) and again == (0, None)
     assert vectors[ids[0]] == "[9]"  # an existing vector is never replaced
-    assert vectors[ids[1]] == json.dumps([float(contents[ids[1]].count(letter)) for letter in "aeiou"])
+    assert vectors[ids[1]] == json.dumps(
+        [float(contents[ids[1]].count(letter)) for letter in "aeiou"]
+    )
 
 
 def test_garbled_page_without_checkpoints_says_so_and_writes_nothing(sample, cli):
     with connect(sample.db_path) as connection:
         page_size = connection.execute("PRAGMA page_size").fetchone()[0]
-        root = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = 'idx_wm_timestamp'").fetchone()[0]
-    with sample.db_path.open("r+b") as handle:  # an index page whose header claims to be a table leaf
+        root = connection.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'idx_wm_timestamp'"
+        ).fetchone()[0]
+    with sample.db_path.open(
+        "r+b"
+    ) as handle:  # an index page whose header claims to be a table leaf
         handle.seek((root - 1) * page_size)
         handle.write(b"\x0d\xff\xff\x7f\x7f")
     before = file_digest(sample.db_path)
@@ -440,15 +599,19 @@ class FailingSecondCallEmbedder(LetterCountEmbedder):
 
 
 def test_reembedding_keeps_finished_batches_when_the_model_fails(sample):
-    from mnemo_ops.core import database
+    from mnemo_ops import database
     from mnemo_ops.integrity import repairs
 
     ids = working_ids(sample.db_path)
     connection = database.connect(sample.db_path)
     try:
-        stored, error = repairs.reembed_working_rows(connection, ids, FailingSecondCallEmbedder(), batch_size=10)
+        stored, error = repairs.reembed_working_rows(
+            connection, ids, FailingSecondCallEmbedder(), batch_size=10
+        )
         kept = connection.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0]
-        rest, none = repairs.reembed_working_rows(connection, ids, LetterCountEmbedder(), batch_size=10)
+        rest, none = repairs.reembed_working_rows(
+            connection, ids, LetterCountEmbedder(), batch_size=10
+        )
     finally:
         connection.close()
     assert (stored, error) == (10, "model server went away") and kept == 10

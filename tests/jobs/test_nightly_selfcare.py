@@ -11,20 +11,23 @@ import json
 import os
 import sqlite3
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from freezegun import freeze_time
 
-from mnemo_ops import report
-from mnemo_ops.core import row_count_history, state
-from mnemo_ops.core.runner import run_job
-from mnemo_ops.jobs import is_implemented
+from mnemo_ops.core import state
+from mnemo_ops.jobs import is_implemented, run_job
+from mnemo_ops.selfcare import report, row_count_history
 from tests.purity import assert_unchanged, snapshot
-from tests.selfcare_helpers import (
-    age_file, record_healthy_day, settings_for, write_checkpoint, write_config,
+from tests.selfcare.helpers import (
+    age_file,
+    record_healthy_day,
+    settings_for,
+    write_checkpoint,
+    write_config,
 )
 
-DAY0 = datetime(2026, 12, 1, 13, 0, tzinfo=timezone.utc)
+DAY0 = datetime(2026, 12, 1, 13, 0, tzinfo=UTC)
 ROWS_PER_DAY = 5
 
 
@@ -35,14 +38,25 @@ def add_memories(sample, day: int, count: int = ROWS_PER_DAY) -> None:
         connection.executemany(
             "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance) "
             "VALUES (?, ?, 'conversation', ?, 'week', 0.5)",
-            [(uuid.uuid4().hex[:16], f"day {day} note {index} about the garden", (DAY0 + timedelta(days=day)).isoformat())
-             for index in range(count)])
+            [
+                (
+                    uuid.uuid4().hex[:16],
+                    f"day {day} note {index} about the garden",
+                    (DAY0 + timedelta(days=day)).isoformat(),
+                )
+                for index in range(count)
+            ],
+        )
     connection.close()
 
 
 def full_snapshot(sample) -> dict:
-    return snapshot(sample.db_path, sample.state_dir, sample.memory_blocks_dir,
-                    extra_dirs=(sample.directory / "home", sample.hermes_home / "logs"))
+    return snapshot(
+        sample.db_path,
+        sample.state_dir,
+        sample.memory_blocks_dir,
+        extra_dirs=(sample.directory / "home", sample.hermes_home / "logs"),
+    )
 
 
 def plant_expired(sample, now: datetime) -> dict:
@@ -61,7 +75,7 @@ def plant_expired(sample, now: datetime) -> dict:
 
 
 def test_dry_run_reports_real_counts_and_changes_nothing(sample, cli, tmp_path):
-    paths = plant_expired(sample, datetime.now(timezone.utc))
+    paths = plant_expired(sample, datetime.now(UTC))
     state.open_state(sample.state_dir / "state.db").close()
     before = full_snapshot(sample)
     completed = cli("--json", "run", "nightly-selfcare", "--dry-run")
@@ -71,7 +85,9 @@ def test_dry_run_reports_real_counts_and_changes_nothing(sample, cli, tmp_path):
     assert result["changes"]["files_staged"] == 3
     assert result["changes"]["reports_written"] == 1
     assert result["changes"]["row_counts_recorded"] == 6
-    assert sorted(result["stats"]["staging"]["files"]) == sorted(str(path) for path in paths.values())
+    assert sorted(result["stats"]["staging"]["files"]) == sorted(
+        str(path) for path in paths.values()
+    )
     assert_unchanged(before, full_snapshot(sample))
     # The real run then makes exactly those changes.
     real = json.loads(cli("--json", "run", "nightly-selfcare").stdout)
@@ -112,7 +128,9 @@ def test_a_simulated_week(sample, tmp_path):
             write_checkpoint(settings, morning)
         skip = ("backup",) if day in (5, 6, 7) else ()
         failed = ("bridge-drain",) if day == 3 else ()
-        record_healthy_day(settings, DAY0 + timedelta(days=day, minutes=-10), skip=skip, failed=failed)
+        record_healthy_day(
+            settings, DAY0 + timedelta(days=day, minutes=-10), skip=skip, failed=failed
+        )
         if day == 6:  # nightly-selfcare did not run on day 6; the user asks for the report at 14:30
             reports[day] = report_at(settings, DAY0 + timedelta(days=day, hours=1, minutes=30))
             continue
@@ -143,8 +161,13 @@ def test_a_simulated_week(sample, tmp_path):
     assert day7.exit_code == 1
     assert "nightly-selfcare" not in {row["job"] for row in day7.overdue}
     # Runs in the last 24 h: the other jobs of day 7 (backup skipped) and nightly-selfcare.
-    others = len([job for job in state.last_runs(state.open_state_readonly(settings.state_db_path))
-                  if job not in ("nightly-selfcare", "backup")])
+    others = len(
+        [
+            job
+            for job in state.last_runs(state.open_state_readonly(settings.state_db_path))
+            if job not in ("nightly-selfcare", "backup")
+        ]
+    )
     assert day7.run_counts == {"ok": others + 1, "failed": 0, "skipped": 0}
 
     # Memory growth: day 7 against day 0's record, 7 days x 5 rows later.
@@ -152,63 +175,129 @@ def test_a_simulated_week(sample, tmp_path):
     assert day7.growth["tables"]["working_memory"]["change"] == 7 * ROWS_PER_DAY
     assert day7.growth["tables"]["graph_edges"]["change"] == 0
     ledger = state.open_state_readonly(settings.state_db_path)
-    days = [row[0] for row in ledger.execute(f"SELECT DISTINCT day FROM {row_count_history.TABLE} ORDER BY day")]
-    assert days == ["2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-05", "2026-12-06",
-                    "2026-12-08"]
-    nightly_rows = ledger.execute("SELECT count(*) FROM runs WHERE job = 'nightly-selfcare'").fetchone()[0]
+    days = [
+        row[0]
+        for row in ledger.execute(
+            f"SELECT DISTINCT day FROM {row_count_history.TABLE} ORDER BY day"
+        )
+    ]
+    assert days == [
+        "2026-12-01",
+        "2026-12-02",
+        "2026-12-03",
+        "2026-12-04",
+        "2026-12-05",
+        "2026-12-06",
+        "2026-12-08",
+    ]
+    nightly_rows = ledger.execute(
+        "SELECT count(*) FROM runs WHERE job = 'nightly-selfcare'"
+    ).fetchone()[0]
     assert nightly_rows == 7
 
     # The staged queue file (day 5) is listed in quarantine with its original path.
-    entries = [entry for entry in json.loads(
-        (settings.quarantine_dir / "2026-12-06" / "manifest.json").read_text())["entries"]]
+    entries = [
+        entry
+        for entry in json.loads(
+            (settings.quarantine_dir / "2026-12-06" / "manifest.json").read_text()
+        )["entries"]
+    ]
     assert [entry["original_path"] for entry in entries] == [str(processed)]
-    assert reports[5].quarantine == {"staged_in_period": 1, "bytes_in_period": 19, "staged_total": 1}
-    assert reports[7].quarantine["staged_in_period"] == 0 and reports[7].quarantine["staged_total"] == 1
+    assert reports[5].quarantine == {
+        "staged_in_period": 1,
+        "bytes_in_period": 19,
+        "staged_total": 1,
+    }
+    assert (
+        reports[7].quarantine["staged_in_period"] == 0
+        and reports[7].quarantine["staged_total"] == 1
+    )
     # Each day's report file exists, 0600.
     written = sorted(path.name for path in settings.reports_dir.glob("2026-12-*.md"))
-    assert written == ["2026-12-01.md", "2026-12-02.md", "2026-12-03.md", "2026-12-04.md", "2026-12-05.md",
-                       "2026-12-06.md", "2026-12-08.md"]
+    assert written == [
+        "2026-12-01.md",
+        "2026-12-02.md",
+        "2026-12-03.md",
+        "2026-12-04.md",
+        "2026-12-05.md",
+        "2026-12-06.md",
+        "2026-12-08.md",
+    ]
     assert oct(os.stat(settings.reports_dir / "2026-12-08.md").st_mode & 0o777) == "0o600"
     day7_markdown = (settings.reports_dir / "2026-12-08.md").read_text()
     assert "backup-stale" in day7_markdown and "| working_memory | 75 | +35 |" in day7_markdown
 
 
-SECRETS = ("sk-or-v1-PLANTED-DOTENV-SECRET-7f3a", "eyJPLANTED.AUTHJSON.ACCESS-TOKEN-91c2",
-           "PLANTED-REFRESH-TOKEN-55d0", "PLANTED-BROKEN-LINE-SECRET-0b7e")
+SECRETS = (
+    "sk-or-v1-PLANTED-DOTENV-SECRET-7f3a",
+    "eyJPLANTED.AUTHJSON.ACCESS-TOKEN-91c2",
+    "PLANTED-REFRESH-TOKEN-55d0",
+    "PLANTED-BROKEN-LINE-SECRET-0b7e",
+)
 
 
 def plant_secrets(sample) -> None:
     home = sample.hermes_home
-    auth = {"version": 1, "active_provider": "nous", "providers": {"nous": {
-        "access_token": SECRETS[1], "refresh_token": SECRETS[2], "expires_at": "2020-01-01T00:00:00Z",
-        "agent_key": SECRETS[1] + "-agent", "agent_key_expires_at": "2020-01-01T00:00:00Z"},
-        "old": {"api_key": SECRETS[0] + "-old", "expires_at": "2021-06-01T00:00:00Z"}}}
+    auth = {
+        "version": 1,
+        "active_provider": "nous",
+        "providers": {
+            "nous": {
+                "access_token": SECRETS[1],
+                "refresh_token": SECRETS[2],
+                "expires_at": "2020-01-01T00:00:00Z",
+                "agent_key": SECRETS[1] + "-agent",
+                "agent_key_expires_at": "2020-01-01T00:00:00Z",
+            },
+            "old": {"api_key": SECRETS[0] + "-old", "expires_at": "2021-06-01T00:00:00Z"},
+        },
+    }
     (home / "auth.json").write_text(json.dumps(auth), encoding="utf-8")
     os.chmod(home / "auth.json", 0o644)
-    (home / ".env").write_text(f"OPENROUTER_API_KEY={SECRETS[0]}\n{SECRETS[3]}\nTOKEN_EXPIRES_AT=2020-02-02\n",
-                               encoding="utf-8")
+    (home / ".env").write_text(
+        f"OPENROUTER_API_KEY={SECRETS[0]}\n{SECRETS[3]}\nTOKEN_EXPIRES_AT=2020-02-02\n",
+        encoding="utf-8",
+    )
     os.chmod(home / ".env", 0o640)
 
 
 def test_planted_secrets_never_appear_anywhere(sample, cli):
     plant_secrets(sample)
     outputs = []
-    for args in (("run", "nightly-selfcare"), ("-v", "run", "nightly-selfcare"), ("--json", "run", "nightly-selfcare"),
-                 ("-q", "run", "nightly-selfcare"), ("report",), ("report", "--format", "markdown"),
-                 ("report", "--format", "json"), ("--json", "report"), ("jobs",), ("status",),
-                 ("--json", "quarantine", "list")):
+    for args in (
+        ("run", "nightly-selfcare"),
+        ("-v", "run", "nightly-selfcare"),
+        ("--json", "run", "nightly-selfcare"),
+        ("-q", "run", "nightly-selfcare"),
+        ("report",),
+        ("report", "--format", "markdown"),
+        ("report", "--format", "json"),
+        ("--json", "report"),
+        ("jobs",),
+        ("status",),
+        ("--json", "quarantine", "list"),
+    ):
         completed = cli(*args)
         assert completed.returncode in (0, 1), (args, completed.stderr)
         outputs += [completed.stdout, completed.stderr]
     findings = json.loads(cli("--json", "run", "nightly-selfcare").stdout)["warnings"]
     codes = {warning["code"] for warning in findings}
-    assert {"auth-file-permissions", "auth-expired", "auth-file-unparseable", "auth-token-refresh-due"} <= codes
+    assert {
+        "auth-file-permissions",
+        "auth-expired",
+        "auth-file-unparseable",
+        "auth-token-refresh-due",
+    } <= codes
     stored = b""
     for path in sample.state_dir.rglob("*"):
         if path.is_file():
             stored += path.read_bytes()
-    ledger_json = "".join(row[0] for row in sqlite3.connect(sample.state_dir / "state.db").execute(
-        "SELECT result_json FROM runs"))
+    ledger_json = "".join(
+        row[0]
+        for row in sqlite3.connect(sample.state_dir / "state.db").execute(
+            "SELECT result_json FROM runs"
+        )
+    )
     assert "auth-expired" in ledger_json  # the finding is recorded, its secret is not
     assert b"auth-file-permissions" in stored
     for secret in SECRETS:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from mnemo_ops.core import database
+from mnemo_ops import database
 from mnemo_ops.topics.clustering import MapOptions, TermExtractor, build_full, merge_near_identical
 from mnemo_ops.topics.memories import load_live_memories
 
@@ -19,8 +19,9 @@ def test_full_build_is_deterministic_whatever_the_input_order(sample):
     second, _ = build_full(shuffled, TermExtractor(connection), MapOptions())
     connection.close()
     assert first.assignments == second.assignments
-    assert {label: (topic.aliases, topic.top_terms(6)) for label, topic in first.topics.items()} == {
-        label: (topic.aliases, topic.top_terms(6)) for label, topic in second.topics.items()}
+    assert {
+        label: (topic.aliases, topic.top_terms(6)) for label, topic in first.topics.items()
+    } == {label: (topic.aliases, topic.top_terms(6)) for label, topic in second.topics.items()}
     assert all(topic.size >= MapOptions().min_topic_size for topic in first.topics.values())
 
 

@@ -1,0 +1,130 @@
+"""The memory database layer: connections (apsw), the Mnemosyne schema check, introspection.
+
+Submodules: ``transactions`` (BEGIN IMMEDIATE batches retried on busy), ``fts_query`` (the only way
+to build an FTS5 MATCH), ``mnemosyne_api`` (contained access to the mnemosyne-memory package) and
+``snapshot`` (private consistent copies for read-only work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from mnemo_ops.core.errors import DatabaseError
+
+BUSY_TIMEOUT_MS = 5000
+"""The same busy timeout Mnemosyne uses on its own connections."""
+
+MNEMOSYNE_REQUIRED_TABLES = ("working_memory", "episodic_memory", "fts_working")
+"""Tables every Mnemosyne database has: what tells it apart from any other SQLite file."""
+
+MAIN_TABLES = (
+    "working_memory",
+    "episodic_memory",
+    "canonical_facts",
+    "graph_edges",
+    "triples",
+    "memory_embeddings",
+)
+"""The tables whose row counts status, backups and reports show."""
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_database_file(path: Path) -> None:
+    """Raise DatabaseError (exit 2, one line) unless `path` is an existing, readable SQLite file."""
+    if not path.exists():
+        raise DatabaseError(f"database not found: {path}")
+    if not path.is_file():
+        raise DatabaseError(f"not a regular file: {path}")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as error:
+        raise DatabaseError(f"cannot read database {path}: {error.strerror}") from None
+    if header != SQLITE_HEADER:
+        raise DatabaseError(f"not an SQLite database: {path}")
+
+
+def connect(path: Path, readonly: bool = False) -> apsw.Connection:
+    """Open the memory database with the busy timeout set; read-only connections never write.
+
+    A read-only connection neither checkpoints the WAL on close nor changes the file, which is what
+    dry runs and read-only commands need.
+    """
+    check_database_file(path)
+    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    try:
+        connection = apsw.Connection(str(path), flags=flags | apsw.SQLITE_OPEN_URI)
+        connection.set_busy_timeout(BUSY_TIMEOUT_MS)
+        # Force the header to be read now so a damaged file fails here with a clear message.
+        connection.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    except apsw.NotADBError:
+        raise DatabaseError(f"not an SQLite database (or damaged header): {path}") from None
+    except apsw.Error as error:
+        raise DatabaseError(f"cannot open database {path}: {error}") from None
+    return connection
+
+
+def table_names(connection: apsw.Connection) -> set[str]:
+    """Names of all tables (and virtual tables) in the main schema."""
+    return {
+        row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+
+
+def check_mnemosyne_schema(connection: apsw.Connection, path: Path) -> None:
+    """Raise DatabaseError unless the database has Mnemosyne's core tables."""
+    missing = [name for name in MNEMOSYNE_REQUIRED_TABLES if name not in table_names(connection)]
+    if missing:
+        raise DatabaseError(f"not a Mnemosyne database (no {', '.join(missing)} table): {path}")
+
+
+def open_memory_db(path: Path, readonly: bool = False) -> apsw.Connection:
+    """Open and schema-check a Mnemosyne database; raise DatabaseError with one line otherwise."""
+    connection = connect(path, readonly=readonly)
+    try:
+        check_mnemosyne_schema(connection, path)
+    except DatabaseError:
+        connection.close()
+        raise
+    return connection
+
+
+def row_counts(
+    connection: apsw.Connection, tables: Iterable[str] = MAIN_TABLES
+) -> dict[str, int | None]:
+    """Row counts of the given tables; None for a table this database does not have."""
+    present = table_names(connection)
+    counts: dict[str, int | None] = {}
+    for table in tables:
+        if table in present:
+            counts[table] = connection.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        else:
+            counts[table] = None
+    return counts
+
+
+def column_names(connection: apsw.Connection, table: str) -> list[str]:
+    """Column names of `table` (empty when the table does not exist)."""
+    return [row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')]
+
+
+def sqlite_version() -> str:
+    """The SQLite library version apsw is linked with."""
+    return apsw.sqlite_lib_version()
+
+
+def fetch_dicts(
+    connection: apsw.Connection, sql: str, bindings: Any = None
+) -> list[dict[str, Any]]:
+    """Run a query and return rows as dicts keyed by column name."""
+    cursor = connection.execute(sql, bindings) if bindings is not None else connection.execute(sql)
+    try:
+        names = [description[0] for description in cursor.get_description()]
+    except apsw.ExecutionCompleteError:  # the statement produced no rows at all
+        return []
+    return [dict(zip(names, row)) for row in cursor]

@@ -1,0 +1,211 @@
+"""The ``mnemosyne`` engine: Mnemosyne's own recall, in a child process, on a snapshot copy.
+
+Why a child process: importing ``mnemosyne.core.memory`` creates ``$HERMES_HOME/mnemosyne/data`` and
+``Mnemosyne(...)`` seeds a ``config.yaml`` into ``MNEMOSYNE_DATA_DIR`` (DESIGN section 1). The child
+gets an environment whose ``MNEMOSYNE_DATA_DIR`` and ``HERMES_HOME`` point into a temp dir holding
+the snapshot, so nothing appears beside the user's database or in their Hermes home, and the
+recall counters it bumps land in the copy. ``HOME`` is left alone so an embedding model cached
+there is used, as the agent would use it.
+
+Options (config section ``retrieval_eval``): ``enhanced_recall`` (``MNEMOSYNE_ENHANCED_RECALL``;
+unset = whatever the environment says), ``use_associative`` (graph neighbours appended by
+``recall_enhanced``), ``cross_session`` (default true: the eval's queries span sessions),
+``recall_options`` (keyword arguments of ``recall``, e.g. ``fts_weight``) and
+``mnemosyne_environment`` (extra ``MNEMOSYNE_*`` variables). Options are also written into the
+snapshot's ``config.yaml``, because Mnemosyne lets that file win over the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mnemo_ops.core.errors import MnemoOpsError, UsageError
+from mnemo_ops.database.mnemosyne_api import mnemosyne_version
+from mnemo_ops.database.snapshot import snapshot_database
+from mnemo_ops.evaluation.engines.base import Query
+from mnemo_ops.evaluation.metrics import Retrieved
+
+RECALL_OPTION_NAMES = (
+    "temporal_weight",
+    "temporal_halflife",
+    "vec_weight",
+    "fts_weight",
+    "importance_weight",
+    "source",
+    "topic",
+    "from_date",
+    "to_date",
+    "use_cache",
+    "use_weibull",
+    "use_mmr",
+    "use_intent",
+    "use_synonyms",
+    "associative_depth",
+    "mmr_lambda",
+)
+"""Keyword arguments of Mnemosyne's recall / recall_enhanced that a config may set."""
+
+
+def _flag(value: bool) -> str:
+    return "1" if value else "0"
+
+
+class MnemosyneEngine:
+    """Recall through ``mnemosyne.core.memory.Mnemosyne`` in a contained child process."""
+
+    name = "mnemosyne"
+
+    def __init__(
+        self,
+        db_path: Path,
+        enhanced_recall: bool | None = None,
+        use_associative: bool = False,
+        cross_session: bool = True,
+        recall_options: dict[str, Any] | None = None,
+        environment: dict[str, Any] | None = None,
+        timeout_s: float | None = None,
+    ):
+        self.db_path = Path(db_path)
+        self.enhanced_recall = enhanced_recall
+        self.use_associative = use_associative
+        self.cross_session = cross_session
+        self.recall_options = dict(recall_options or {})
+        self.environment = {str(key): str(value) for key, value in (environment or {}).items()}
+        self.timeout_s = timeout_s
+        unknown = sorted(set(self.recall_options) - set(RECALL_OPTION_NAMES))
+        if unknown:
+            raise UsageError(
+                f"retrieval_eval.recall_options: unknown option '{unknown[0]}' "
+                f"(options: {', '.join(RECALL_OPTION_NAMES)})"
+            )
+        bad = sorted(name for name in self.environment if not name.startswith("MNEMOSYNE_"))
+        if bad:
+            raise UsageError(
+                f"retrieval_eval.mnemosyne_environment: '{bad[0]}' is not a MNEMOSYNE_* variable"
+            )
+        if "MNEMOSYNE_DATA_DIR" in self.environment:
+            raise UsageError(
+                "retrieval_eval.mnemosyne_environment: MNEMOSYNE_DATA_DIR is set by the eval itself"
+            )
+
+    @classmethod
+    def from_settings(cls, settings) -> MnemosyneEngine:
+        """Build the engine from the ``retrieval_eval`` config section."""
+        section = "retrieval_eval"
+        return cls(
+            settings.db_path,
+            enhanced_recall=settings.option(f"{section}.enhanced_recall"),
+            use_associative=bool(settings.option(f"{section}.use_associative")),
+            cross_session=bool(settings.option(f"{section}.cross_session")),
+            recall_options=settings.option(f"{section}.recall_options"),
+            environment=settings.option(f"{section}.mnemosyne_environment"),
+        )
+
+    def version(self) -> str:
+        """``mnemosyne-memory <version>`` from package metadata (no import)."""
+        return f"mnemosyne-memory {mnemosyne_version() or 'unknown'}"
+
+    def effective_environment(self) -> dict[str, str]:
+        """The MNEMOSYNE_* settings the child applies (environment and snapshot config.yaml)."""
+        variables = dict(self.environment)
+        variables["MNEMOSYNE_CROSS_SESSION"] = _flag(self.cross_session)
+        if self.enhanced_recall is not None:
+            variables["MNEMOSYNE_ENHANCED_RECALL"] = _flag(self.enhanced_recall)
+        elif os.environ.get("MNEMOSYNE_ENHANCED_RECALL"):
+            variables["MNEMOSYNE_ENHANCED_RECALL"] = os.environ["MNEMOSYNE_ENHANCED_RECALL"]
+        return variables
+
+    def describe(self) -> dict[str, Any]:
+        """Name, version and every option that shapes the ranking."""
+        return {
+            "name": self.name,
+            "version": self.version(),
+            "options": {
+                "environment": self.effective_environment(),
+                "use_associative": self.use_associative,
+                "recall_options": self.recall_options,
+            },
+        }
+
+    def recall_many(self, queries: Sequence[Query], progress=None) -> list[list[Retrieved]]:
+        """Snapshot the DB into a temp dir, recall every query in a child process, read the ranks back."""
+        with tempfile.TemporaryDirectory(prefix="mnemo-ops-eval-") as temporary:
+            root = Path(temporary)
+            data_dir = root / "hermes" / "mnemosyne" / "data"
+            snapshot = snapshot_database(self.db_path, data_dir)
+            environment = dict(os.environ)
+            environment.update(self.effective_environment())
+            environment.update(
+                {"MNEMOSYNE_DATA_DIR": str(data_dir), "HERMES_HOME": str(root / "hermes")}
+            )
+            request = {
+                "mode": "recall",
+                "db_path": str(snapshot),
+                "config_overrides": self.effective_environment(),
+                "use_associative": self.use_associative,
+                "recall_options": self.recall_options,
+                "queries": [{"text": q.text, "k": q.k, "session": q.session} for q in queries],
+            }
+            reply = run_worker(request, environment, progress, self.timeout_s)
+        return [
+            [Retrieved(id=str(item["id"]), content=item.get("content") or "") for item in ranked]
+            for ranked in reply["results"]
+        ]
+
+
+def run_worker(
+    request: dict[str, Any],
+    environment: dict[str, str],
+    progress=None,
+    timeout_s: float | None = None,
+) -> dict[str, Any]:
+    """Run ``mnemo_ops.engines.mnemosyne_worker`` with `request` on stdin; return its final reply.
+
+    The worker prints one JSON object per line: ``{"progress": n}`` while it works, then
+    ``{"result": ...}`` or ``{"error": "..."}``.
+    """
+    with tempfile.TemporaryFile("w+") as request_file, tempfile.TemporaryFile("w+") as error_file:
+        json.dump(request, request_file)
+        request_file.seek(0)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mnemo_ops.evaluation.engines.mnemosyne_worker"],
+            stdin=request_file,
+            stdout=subprocess.PIPE,
+            stderr=error_file,
+            env=environment,
+            text=True,
+            close_fds=True,
+        )
+        final: dict[str, Any] | None = None
+        try:
+            for line in process.stdout:
+                try:
+                    message = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a stray print from a library; the protocol lines are JSON objects
+                if "progress" in message and progress:
+                    progress(message["progress"])
+                elif "result" in message or "error" in message:
+                    final = message
+            process.wait(timeout=timeout_s)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        error_file.seek(0)
+        stderr_tail = error_file.read()[-2000:].strip().splitlines()
+    if final is None or "error" in final:
+        detail = (
+            final["error"]
+            if final
+            else (stderr_tail[-1] if stderr_tail else f"exit status {process.returncode}")
+        )
+        raise MnemoOpsError(f"Mnemosyne worker failed: {detail}")
+    return final["result"]

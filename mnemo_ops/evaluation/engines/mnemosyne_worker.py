@@ -1,0 +1,161 @@
+"""Child process for work done through Mnemosyne's own API (recall for the eval, benchmark imports).
+
+Run by ``engines/mnemosyne.run_worker`` with ``MNEMOSYNE_DATA_DIR``/``HERMES_HOME`` already pointed at
+a temp dir. Reads one JSON request on stdin; writes JSON lines on stdout (``{"progress": n}``, then
+``{"result": ...}`` or ``{"error": ...}``). Anything Mnemosyne prints goes to stderr so it never
+corrupts the protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+PROTOCOL = sys.stdout
+
+
+def send(message: dict[str, Any]) -> None:
+    """Write one protocol line."""
+    PROTOCOL.write(json.dumps(message) + "\n")
+    PROTOCOL.flush()
+
+
+def apply_config_overrides(data_dir: Path, overrides: dict[str, str]) -> None:
+    """Write the overrides into the (temporary) config.yaml, which Mnemosyne ranks above the environment."""
+    import yaml
+    from mnemosyne.core.config import ENV_VAR_MAP
+
+    by_variable = {variable: key for key, variable in ENV_VAR_MAP.items()}
+    path = data_dir / "config.yaml"
+    existing: dict[str, Any] = {}
+    if path.exists():
+        existing = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    for variable, value in overrides.items():
+        if variable in by_variable:
+            existing[by_variable[variable]] = value
+    path.write_text(yaml.safe_dump(existing, sort_keys=True), encoding="utf-8")
+
+
+def _score(item: dict[str, Any]) -> float:
+    try:
+        return float(item.get("score") or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def break_ties(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mnemosyne's order, except that each run of adjacent equal scores is ordered by memory id.
+
+    Only adjacent ties are reordered, so results Mnemosyne placed deliberately (associative
+    neighbours appended after the top k) keep their place.
+    """
+    ordered: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+    for item in found:
+        if run and _score(item) != _score(run[-1]):
+            ordered.extend(sorted(run, key=lambda entry: str(entry.get("id"))))
+            run = []
+        run.append(item)
+    ordered.extend(sorted(run, key=lambda entry: str(entry.get("id"))))
+    return ordered
+
+
+def recall(request: dict[str, Any]) -> dict[str, Any]:
+    """Recall every query; ranks are Mnemosyne's, with equal scores ordered by memory id."""
+    db_path = Path(request["db_path"])
+    apply_config_overrides(db_path.parent, request.get("config_overrides") or {})
+    from mnemosyne.core.memory import Mnemosyne
+
+    instances: dict[str, Any] = {}
+    options = dict(request.get("recall_options") or {})
+    enhanced = os.environ.get("MNEMOSYNE_ENHANCED_RECALL", "0") == "1"
+    results = []
+    for number, query in enumerate(request["queries"], start=1):
+        session = query.get("session") or "mnemo-ops-eval"
+        if session not in instances:
+            instances[session] = Mnemosyne(session_id=session, db_path=db_path)
+        memory = instances[session]
+        if enhanced:
+            found = memory.beam.recall_enhanced(
+                query["text"],
+                top_k=query["k"],
+                use_associative=bool(request.get("use_associative")),
+                **options,
+            )
+        else:
+            plain = {
+                key: value
+                for key, value in options.items()
+                if key
+                in (
+                    "temporal_weight",
+                    "temporal_halflife",
+                    "vec_weight",
+                    "fts_weight",
+                    "importance_weight",
+                    "source",
+                    "topic",
+                    "from_date",
+                    "to_date",
+                )
+            }
+            found = memory.recall(query["text"], top_k=query["k"], **plain)
+        results.append(
+            [
+                {"id": item.get("id"), "content": item.get("content"), "score": _score(item)}
+                for item in break_ties(found or [])
+                if item.get("id") is not None
+            ]
+        )
+        if number % 25 == 0 or number == len(request["queries"]):
+            send({"progress": 25 if number % 25 == 0 else number % 25})
+    return {"results": results}
+
+
+def store(request: dict[str, Any]) -> dict[str, Any]:
+    """Store benchmark turns through ``Mnemosyne.remember``; return the memory id of each turn (or None)."""
+    from mnemosyne.core.memory import Mnemosyne
+
+    db_path = Path(request["db_path"])
+    ids: dict[str, str | None] = {}
+    for session in request["sessions"]:
+        memory = Mnemosyne(session_id=session["session_id"], db_path=db_path)
+        for turn in session["turns"]:
+            ids[turn["key"]] = memory.remember(
+                turn["content"],
+                source=turn.get("source", "import"),
+                importance=0.5,
+                metadata=turn.get("metadata") or {},
+                veracity="imported",
+            )
+        send({"progress": len(session["turns"])})
+    import sqlite3
+
+    connection = sqlite3.connect(db_path)
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    return {"ids": ids}
+
+
+def main() -> None:
+    """Read the request, run it, report the result or a one-line error."""
+    request = json.load(sys.stdin)
+    handlers = {"recall": recall, "store": store}
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            result = handlers[request["mode"]](request)
+    except Exception as error:  # reported to the parent as one line; the traceback stays on stderr
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        send({"error": f"{type(error).__name__}: {error}"})
+        raise SystemExit(1) from None
+    send({"result": result})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""Render the crontab from the job manifests and install it between marker comments.
+
+The user's other crontab lines are never touched: only the block between BEGIN_MARKER and
+END_MARKER is replaced (or added, or removed). The ``crontab`` program is called with an argument
+list, never through a shell; ``MNEMO_OPS_CRONTAB`` names another program (tests, custom setups).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shlex
+import subprocess
+
+from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.core.manifests import JobManifest
+
+BEGIN_MARKER = "# BEGIN mnemo-ops (managed by `mnemo-ops cron install`; edit jobs/*.yaml or the config instead)"
+END_MARKER = "# END mnemo-ops"
+HEADER = """\
+# mnemo-ops schedule, rendered from jobs/*.yaml by `mnemo-ops cron render`.
+# Times are in the cron daemon's time zone. Exit code 75 means another mnemo-ops writer held the
+# lock: the run was skipped and the next one catches up, so it needs no alarm."""
+
+
+def _first_sentence(text: str) -> str:
+    sentence = " ".join(text.split()).split(". ")[0].rstrip(".")
+    return sentence if len(sentence) <= 100 else sentence[:97] + "..."
+
+
+def render(
+    manifests: dict[str, JobManifest],
+    command: str = "mnemo-ops",
+    global_args: list[str] | None = None,
+    disabled: set[str] | None = None,
+) -> str:
+    """The crontab text: a comment and one line per implemented job (disabled jobs commented out).
+
+    A job whose module is not written yet is left out: cron would mail its "not implemented" error
+    at every slot.
+    """
+    disabled = disabled or set()
+    prefix = " ".join(shlex.quote(part) for part in [command, *(global_args or [])])
+    lines = [HEADER, ""]
+    for name, manifest in manifests.items():
+        if not manifest.implemented:
+            continue
+        lines.append(f"# {name}: {_first_sentence(manifest.description)}")
+        entry = f"{manifest.schedule} {prefix} -q run {name}"
+        lines.append(f"# (disabled in config) {entry}" if name in disabled else entry)
+    return "\n".join(lines) + "\n"
+
+
+def _crontab_program() -> list[str]:
+    return shlex.split(os.environ.get("MNEMO_OPS_CRONTAB", "crontab"))
+
+
+def read_crontab() -> str:
+    """The user's current crontab ("" when they have none)."""
+    try:
+        completed = subprocess.run(
+            [*_crontab_program(), "-l"], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        raise MnemoOpsError(
+            "the crontab program was not found (install cron, or set MNEMO_OPS_CRONTAB)"
+        ) from None
+    if completed.returncode != 0:
+        if "no crontab" in completed.stderr.lower():
+            return ""
+        raise MnemoOpsError(
+            f"crontab -l failed: {completed.stderr.strip() or completed.returncode}"
+        )
+    return completed.stdout
+
+
+def write_crontab(text: str) -> None:
+    """Replace the user's crontab with `text` (through ``crontab -``)."""
+    completed = subprocess.run(
+        [*_crontab_program(), "-"], input=text, capture_output=True, text=True, check=False
+    )
+    if completed.returncode != 0:
+        raise MnemoOpsError(f"crontab - failed: {completed.stderr.strip() or completed.returncode}")
+
+
+def strip_block(current: str) -> str:
+    """`current` without our marked block (and without the blank line we put before it)."""
+    lines = current.splitlines()
+    output: list[str] = []
+    inside = False
+    for line in lines:
+        if line.strip() == BEGIN_MARKER:
+            inside = True
+            if output and not output[-1].strip():
+                output.pop()
+            continue
+        if inside:
+            if line.strip() == END_MARKER:
+                inside = False
+            continue
+        output.append(line)
+    if inside:
+        raise MnemoOpsError(
+            "the crontab has a mnemo-ops BEGIN marker without its END marker; fix it by hand"
+        )
+    return "\n".join(output) + ("\n" if output else "")
+
+
+def with_block(current: str, rendered: str) -> str:
+    """`current` with our block replaced by (or appended as) `rendered`."""
+    base = strip_block(current)
+    block = f"{BEGIN_MARKER}\n{rendered.rstrip()}\n{END_MARKER}\n"
+    return f"{base}\n{block}" if base.strip() else block
+
+
+def diff(before: str, after: str) -> str:
+    """A unified diff between two crontab texts ("" when equal)."""
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            "crontab (current)",
+            "crontab (new)",
+        )
+    )

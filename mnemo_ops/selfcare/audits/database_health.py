@@ -1,0 +1,88 @@
+"""Database health: ``PRAGMA quick_check`` (read-only), WAL size, free disk at the DB and backup folders."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+import apsw
+
+from mnemo_ops import database
+from mnemo_ops.core.errors import DatabaseError
+from mnemo_ops.selfcare.audits.outcome import AuditOutcome
+from mnemo_ops.settings import Settings
+
+CODE_PREFIXES = ("db-", "disk-")
+MEBIBYTE = 1024 * 1024
+
+
+def _nearest_existing(path: Path) -> Path:
+    """`path` or its nearest existing parent (the backups folder may not exist yet)."""
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def audit(settings: Settings, now: datetime) -> AuditOutcome:
+    """Quick-check the database, measure the WAL and the free disk space."""
+    outcome = AuditOutcome("database_health")
+    try:
+        connection = database.open_memory_db(settings.db_path, readonly=True)
+    except DatabaseError as error:
+        outcome.warn("db-unreadable", "critical", error.message, fix="mnemo-ops doctor")
+        return outcome
+    try:
+        rows = [row[0] for row in connection.execute("PRAGMA quick_check")]
+    except apsw.Error as error:
+        rows = [f"quick_check could not run: {error}"]
+    finally:
+        connection.close()
+    outcome.stats["quick_check"] = "ok" if rows == ["ok"] else f"{len(rows)} problem(s)"
+    if rows != ["ok"]:
+        outcome.warn(
+            "db-quick-check-failed",
+            "critical",
+            f"PRAGMA quick_check on {settings.db_path}: {'; '.join(map(str, rows[:3]))}",
+            fix="mnemo-ops run monthly-maintenance",
+        )
+    wal = Path(f"{settings.db_path}-wal")
+    wal_bytes = wal.stat().st_size if wal.exists() else 0
+    outcome.stats["wal_bytes"] = wal_bytes
+    wal_limit = settings.option("nightly_selfcare.wal_warn_mb")
+    if wal_bytes > wal_limit * MEBIBYTE:
+        outcome.warn(
+            "db-wal-large",
+            "warning",
+            f"the WAL is {wal_bytes / MEBIBYTE:,.0f} MiB (over {wal_limit} MiB): a long reader may be "
+            "blocking checkpoints",
+            fix="mnemo-ops run monthly-maintenance",
+        )
+    warn_mb = settings.option("nightly_selfcare.free_disk_warn_mb")
+    error_mb = settings.option("nightly_selfcare.free_disk_error_mb")
+    seen_devices: set[int] = set()
+    outcome.stats["free_mb"] = {}
+    for label, folder in (("database", settings.db_path.parent), ("backups", settings.backups_dir)):
+        existing = _nearest_existing(folder)
+        device = os.stat(existing).st_dev
+        if device in seen_devices:
+            continue
+        seen_devices.add(device)
+        free_mb = shutil.disk_usage(existing).free // MEBIBYTE
+        outcome.stats["free_mb"][label] = free_mb
+        if free_mb < error_mb:
+            outcome.warn(
+                "disk-space-low",
+                "error",
+                f"only {free_mb:,} MiB free at the {label} folder {folder}",
+                fix=f"df -h {existing}",
+            )
+        elif free_mb < warn_mb:
+            outcome.warn(
+                "disk-space-low",
+                "warning",
+                f"only {free_mb:,} MiB free at the {label} folder {folder}",
+                fix=f"df -h {existing}",
+            )
+    return outcome

@@ -1,0 +1,31 @@
+"""`mnemo-ops demo` end to end: the sample home, every implemented job once, the report."""
+
+import json
+
+from mnemo_ops.jobs import implemented_jobs
+from tests.conftest import run_cli
+
+
+def test_demo_runs_every_implemented_job_and_reports(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    result = run_cli(
+        None, "--json", "demo", "--dir", str(tmp_path / "demo"), env={"HOME": str(home)}
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    ran = {run["job"] for run in data["runs"]}
+    assert ran == set(implemented_jobs())
+    assert all(run["status"] == "ok" for run in data["runs"]), [
+        (r["job"], r["error"]) for r in data["runs"]
+    ]
+    assert data["report"] and "morning report" in data["report"]
+    # Everything stayed inside the demo folder: nothing in the user's home.
+    assert list(home.iterdir()) == []
+
+
+def test_demo_refuses_a_folder_that_already_holds_one(tmp_path):
+    target = tmp_path / "demo"
+    (target / "hermes").mkdir(parents=True)
+    result = run_cli(None, "demo", "--dir", str(target))
+    assert result.returncode == 2 and "already holds a demo" in result.stderr

@@ -1,0 +1,190 @@
+"""The layering of ``mnemo_ops`` (docs/architecture.md, "Layers"): imports only run downward.
+
+Every import of every module is read from its source (those inside functions too), so a lazy import
+cannot hide an upward edge or a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mnemo_ops"
+
+FOUNDATION = (
+    "mnemo_ops",
+    "mnemo_ops.resources",
+    "mnemo_ops.private_files",
+    "mnemo_ops.core.exit_codes",
+    "mnemo_ops.core.errors",
+    "mnemo_ops.core.clock",
+)
+LIFECYCLE = (
+    "mnemo_ops.core",
+    "mnemo_ops.core.context",
+    "mnemo_ops.core.lock",
+    "mnemo_ops.core.manifests",
+    "mnemo_ops.core.progress",
+    "mnemo_ops.core.results",
+    "mnemo_ops.core.runner",
+    "mnemo_ops.core.state",
+)
+"""The core is the job lifecycle only; a new core module must be added here on purpose."""
+LAYERS = (
+    ("foundation", FOUNDATION),
+    ("settings", ("mnemo_ops.settings",)),
+    ("memory database", ("mnemo_ops.database",)),
+    ("core", LIFECYCLE),
+    ("domain", None),  # every package not named in another layer
+    ("jobs", ("mnemo_ops.jobs",)),
+    ("command line", ("mnemo_ops.commands", "mnemo_ops.cli", "mnemo_ops.__main__")),
+)
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    """The dotted name of a source file under the package folder `root`."""
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the mnemo_ops modules it imports (a ``from X import y`` of a submodule counts as X.y)."""
+    modules = {module_name(path, root): path for path in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets.update(
+                    alias.name for alias in node.names if alias.name.startswith("mnemo_ops")
+                )
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(
+                        package.split(".")[: len(package.split(".")) - node.level + 1] + [base]
+                    )
+                if not base.startswith("mnemo_ops"):
+                    continue
+                for alias in node.names:
+                    candidate = f"{base}.{alias.name}"
+                    targets.add(candidate if candidate in modules else base)
+        targets.discard(name)
+        graph[name] = targets
+    return graph
+
+
+def layer_of(module: str) -> int:
+    """The index in LAYERS of the layer holding `module` (the longest matching prefix wins)."""
+    best, best_length = None, -1
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes or ():
+            exact_only = prefix in FOUNDATION or prefix in LIFECYCLE
+            matches = module == prefix or (not exact_only and module.startswith(prefix + "."))
+            if matches and len(prefix) > best_length:
+                best, best_length = index, len(prefix)
+    if best is None:
+        return next(index for index, (_, prefixes) in enumerate(LAYERS) if prefixes is None)
+    return best
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Edges from a lower layer to a higher one, plus the special rules, as readable lines."""
+    problems = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if layer_of(target) > layer_of(module):
+                problems.append(
+                    f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} "
+                    f"({LAYERS[layer_of(target)][0]})"
+                )
+            is_job_module = module.startswith("mnemo_ops.jobs.")
+            if is_job_module and target == "mnemo_ops.core.runner":
+                problems.append(
+                    f"{module} imports the runner: a job uses its context, not the runner"
+                )
+    return problems
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Import cycles between modules, and between domain packages (each as its path of names)."""
+    found = []
+
+    def search(edges: dict[str, set[str]]) -> None:
+        state: dict[str, int] = {}
+        stack: list[str] = []
+
+        def visit(node: str) -> None:
+            state[node] = 1
+            stack.append(node)
+            for target in sorted(edges.get(node, ())):
+                if state.get(target) == 1:
+                    found.append(stack[stack.index(target) :] + [target])
+                elif target not in state:
+                    visit(target)
+            stack.pop()
+            state[node] = 2
+
+        for node in sorted(edges):
+            if node not in state:
+                visit(node)
+
+    search(graph)
+    domain = layer_of("mnemo_ops.anything")
+
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if layer_of(module) != domain:
+            continue
+        for target in targets:
+            if layer_of(target) == domain and package(target) != package(module):
+                packages.setdefault(package(module), set()).add(package(target))
+    search(packages)
+    return found
+
+
+def test_imports_run_only_downward():
+    assert upward_imports(import_graph()) == []
+
+
+def test_there_are_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_core_holds_the_job_lifecycle_only():
+    core = {name for name in import_graph() if name.startswith("mnemo_ops.core")}
+    assert core <= set(LIFECYCLE) | set(FOUNDATION)
+
+
+def test_the_check_catches_an_upward_import_and_a_cycle():
+    graph = import_graph()
+    graph["mnemo_ops.core.state"] = graph["mnemo_ops.core.state"] | {"mnemo_ops.jobs.backup"}
+    graph["mnemo_ops.jobs.backup"] = graph["mnemo_ops.jobs.backup"] | {"mnemo_ops.core.runner"}
+    graph["mnemo_ops.topics.store"] = graph["mnemo_ops.topics.store"] | {"mnemo_ops.bridge.spool"}
+    graph["mnemo_ops.bridge.spool"] = graph["mnemo_ops.bridge.spool"] | {"mnemo_ops.topics.changes"}
+    problems = upward_imports(graph)
+    assert "mnemo_ops.core.state (core) imports mnemo_ops.jobs.backup (jobs)" in problems
+    assert any("mnemo_ops.jobs.backup imports the runner" in line for line in problems)
+    assert any(cycle[0] in ("mnemo_ops.topics", "mnemo_ops.bridge") for cycle in cycles(graph))
+
+
+def test_a_real_upward_import_in_a_file_fails(tmp_path):
+    """The graph is read from source files: an upward import written into a module is seen."""
+    copy = tmp_path / "mnemo_ops"
+    (copy / "core").mkdir(parents=True)
+    (copy / "__init__.py").write_text("")
+    (copy / "core" / "__init__.py").write_text("")
+    (copy / "core" / "state.py").write_text("def f():\n    from mnemo_ops.commands import run\n")
+    (copy / "commands").mkdir()
+    (copy / "commands" / "__init__.py").write_text("")
+    (copy / "commands" / "run.py").write_text("")
+    graph = import_graph(copy)
+    assert upward_imports(graph) == [
+        "mnemo_ops.core.state (core) imports mnemo_ops.commands.run (command line)"
+    ]
