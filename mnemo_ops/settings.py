@@ -94,7 +94,16 @@ SCHEMA: dict[str, Any] = {
             bool, help="MNEMOSYNE_ENHANCED_RECALL; unset: as in the environment"
         ),
         "use_associative": Option(bool, False, help="recall_enhanced appends graph neighbours"),
-        "cross_session": Option(bool, True, help="the eval's queries span sessions"),
+        "cross_session": Option(
+            bool, help="MNEMOSYNE_CROSS_SESSION for recall; unset: as Mnemosyne is configured"
+        ),
+        "profile": Option(
+            str,
+            "auto",
+            choices=("auto", "plain", "hermes"),
+            help="hermes: what the Hermes plugin injects each turn; plain: Mnemosyne's "
+            "recall with top k; auto: hermes when a Hermes home is found",
+        ),
         "recall_options": Option(dict, {}, help="keyword arguments of Mnemosyne's recall"),
         "mnemosyne_environment": Option(dict, {}, help="extra MNEMOSYNE_* variables for recall"),
         "allow_suite_change": Option(

@@ -282,7 +282,9 @@ def test_ratchet_raises_the_baseline_only_when_better(cli, sample, tmp_path):
 
 
 def test_job_without_baseline_records_metrics_and_warns(cli, sample, tmp_path):
-    config = write_config(tmp_path, f"retrieval_eval:\n  suite: {SAMPLE_SUITE}\n")
+    # profile plain: Mnemosyne's top 10 (the sample is a Hermes home, where the default is the
+    # plugin's 5-item prefetch).
+    config = write_config(tmp_path, f"retrieval_eval:\n  suite: {SAMPLE_SUITE}\n  profile: plain\n")
     ran = cli("--config", config, "--json", "run", "retrieval-eval")
     assert ran.returncode == 0, ran.stderr
     result = parse(ran)
@@ -350,8 +352,11 @@ def test_dry_run_changes_nothing(cli, sample, tmp_path):
 
 
 def test_recall_options_from_config_reach_mnemosyne(cli, tmp_path):
-    plain = parse(cli("--json", "eval", "run", "--suite", str(SAMPLE_SUITE), "--dry-run"))
-    scoped = write_config(tmp_path, "retrieval_eval:\n  cross_session: false\n")
+    top_ten = write_config(tmp_path, "retrieval_eval:\n  profile: plain\n")
+    plain = parse(
+        cli("--config", top_ten, "--json", "eval", "run", "--suite", str(SAMPLE_SUITE), "--dry-run")
+    )
+    scoped = write_config(tmp_path, "retrieval_eval:\n  cross_session: false\n  profile: plain\n")
     isolated = parse(
         cli("--config", scoped, "--json", "eval", "run", "--suite", str(SAMPLE_SUITE), "--dry-run")
     )
@@ -361,7 +366,8 @@ def test_recall_options_from_config_reach_mnemosyne(cli, tmp_path):
         and isolated["stats"]["metrics"]["recall@10"] == 0.0
     )
     enhanced = write_config(
-        tmp_path, "retrieval_eval:\n  enhanced_recall: true\n  use_associative: true\n"
+        tmp_path,
+        "retrieval_eval:\n  enhanced_recall: true\n  use_associative: true\n  profile: plain\n",
     )
     result = parse(
         cli(

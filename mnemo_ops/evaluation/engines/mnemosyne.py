@@ -53,8 +53,37 @@ RECALL_OPTION_NAMES = (
 """Keyword arguments of Mnemosyne's recall / recall_enhanced that a config may set."""
 
 
+PROFILES = ("plain", "hermes")
+"""How results are taken from Mnemosyne (see `hermes_home_found` for the default):
+
+- ``plain``: Mnemosyne's recall (or ``recall_enhanced`` when enhanced recall is on) with top k, as the
+  user configured Mnemosyne.
+- ``hermes``: what the Hermes Mnemosyne plugin injects each turn: ``beam.recall(query, top_k=16,
+  temporal_weight=0.2, temporal_halflife=48)`` in the query's session, rows dropped when their score
+  is below 0.20 and their importance below 0.65, the first 5 kept (``mnemosyne_worker.HERMES``).
+"""
+HERMES_MARKERS = ("config.yaml", "state.db", "memories")
+"""What tells a Hermes agent's home from the ``~/.hermes`` folder Mnemosyne alone would create."""
+
+
 def _flag(value: bool) -> str:
     return "1" if value else "0"
+
+
+def hermes_home_found(hermes_home: Path) -> bool:
+    """True when `hermes_home` holds a Hermes agent (its config, session store or memory blocks)."""
+    return any((Path(hermes_home) / marker).exists() for marker in HERMES_MARKERS)
+
+
+def resolve_profile(profile: str, hermes_home: Path) -> str:
+    """``auto`` -> ``hermes`` when a Hermes home is found, else ``plain``; other names as given."""
+    if profile == "auto":
+        return "hermes" if hermes_home_found(hermes_home) else "plain"
+    if profile not in PROFILES:
+        raise UsageError(
+            f"unknown recall profile {profile!r}; profiles are: auto, {', '.join(PROFILES)}"
+        )
+    return profile
 
 
 class MnemosyneEngine:
@@ -67,12 +96,18 @@ class MnemosyneEngine:
         db_path: Path,
         enhanced_recall: bool | None = None,
         use_associative: bool = False,
-        cross_session: bool = True,
+        cross_session: bool | None = None,
         recall_options: dict[str, Any] | None = None,
         environment: dict[str, Any] | None = None,
         timeout_s: float | None = None,
+        profile: str = "plain",
     ):
         self.db_path = Path(db_path)
+        self.profile = profile  # resolved: `from_settings` turns "auto" into one of PROFILES
+        if self.profile not in PROFILES:
+            raise UsageError(
+                f"unknown recall profile {profile!r}; profiles are: auto, {', '.join(PROFILES)}"
+            )
         self.enhanced_recall = enhanced_recall
         self.use_associative = use_associative
         self.cross_session = cross_session
@@ -96,16 +131,24 @@ class MnemosyneEngine:
             )
 
     @classmethod
-    def from_settings(cls, settings) -> MnemosyneEngine:
-        """Build the engine from the ``retrieval_eval`` config section."""
+    def from_settings(
+        cls, settings, db_path: Path | None = None, profile: str | None = None
+    ) -> MnemosyneEngine:
+        """Build the engine from the ``retrieval_eval`` config section (the guard shares it).
+
+        `db_path` recalls from another copy of the database (the guard's trial copy); `profile`
+        overrides ``retrieval_eval.profile``; ``auto`` resolves against the settings' Hermes home.
+        """
         section = "retrieval_eval"
+        chosen = profile or settings.option(f"{section}.profile")
         return cls(
-            settings.db_path,
+            db_path or settings.db_path,
             enhanced_recall=settings.option(f"{section}.enhanced_recall"),
             use_associative=bool(settings.option(f"{section}.use_associative")),
-            cross_session=bool(settings.option(f"{section}.cross_session")),
+            cross_session=settings.option(f"{section}.cross_session"),
             recall_options=settings.option(f"{section}.recall_options"),
             environment=settings.option(f"{section}.mnemosyne_environment"),
+            profile=resolve_profile(chosen, settings.hermes_home),
         )
 
     def version(self) -> str:
@@ -115,7 +158,8 @@ class MnemosyneEngine:
     def effective_environment(self) -> dict[str, str]:
         """The MNEMOSYNE_* settings the child applies (environment and snapshot config.yaml)."""
         variables = dict(self.environment)
-        variables["MNEMOSYNE_CROSS_SESSION"] = _flag(self.cross_session)
+        if self.cross_session is not None:  # None: as the user's Mnemosyne is configured
+            variables["MNEMOSYNE_CROSS_SESSION"] = _flag(self.cross_session)
         if self.enhanced_recall is not None:
             variables["MNEMOSYNE_ENHANCED_RECALL"] = _flag(self.enhanced_recall)
         elif os.environ.get("MNEMOSYNE_ENHANCED_RECALL"):
@@ -128,6 +172,7 @@ class MnemosyneEngine:
             "name": self.name,
             "version": self.version(),
             "options": {
+                "profile": self.profile,
                 "environment": self.effective_environment(),
                 "use_associative": self.use_associative,
                 "recall_options": self.recall_options,
@@ -151,6 +196,10 @@ class MnemosyneEngine:
                 "config_overrides": self.effective_environment(),
                 "use_associative": self.use_associative,
                 "recall_options": self.recall_options,
+                "profile": self.profile,
+                # A case without a session has none to be scoped to: it is recalled across sessions,
+                # unless the config turned cross-session recall off explicitly.
+                "sessionless_cross_session": self.cross_session is not False,
                 "queries": [{"text": q.text, "k": q.k, "session": q.session} for q in queries],
             }
             reply = run_worker(request, environment, progress, self.timeout_s)

@@ -64,6 +64,76 @@ def break_ties(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return ordered
 
 
+HERMES = {
+    "top_k": 16,
+    "temporal_weight": 0.2,
+    "temporal_halflife": 48,
+    "min_score": 0.20,
+    "min_importance": 0.65,
+    "kept": 5,
+}
+"""The Hermes plugin's per-turn prefetch (mirrors ``engines/mnemosyne.py``; this file imports nothing
+of mnemo-ops so that another interpreter can run it)."""
+
+
+PLAIN_OPTIONS = (
+    "temporal_weight",
+    "temporal_halflife",
+    "vec_weight",
+    "fts_weight",
+    "importance_weight",
+    "source",
+    "topic",
+    "from_date",
+    "to_date",
+)
+"""The recall options plain ``BeamMemory.recall`` takes (``recall_enhanced`` takes more)."""
+
+
+@contextlib.contextmanager
+def cross_session_recall(enabled: bool):
+    """Within the block, Mnemosyne's recall spans every session (when `enabled`).
+
+    Mnemosyne reads its cross-session switch per call through ``resolve_beam_runtime`` (config.yaml
+    over the environment), and ``recall_enhanced`` passes it down itself, so the switch is changed
+    where it is read, for this worker process only.
+    """
+    if not enabled:
+        yield
+        return
+    import dataclasses
+
+    from mnemosyne.core import beam
+
+    original = beam.resolve_beam_runtime
+
+    def spanning(*args, **kwargs):
+        return dataclasses.replace(original(*args, **kwargs), cross_session=True)
+
+    beam.resolve_beam_runtime = spanning
+    try:
+        yield
+    finally:
+        beam.resolve_beam_runtime = original
+
+
+def hermes_prefetch(memory: Any, text: str) -> list[dict[str, Any]]:
+    """What the Hermes plugin injects for `text`: plain beam recall, the low-relevance cut, the first 5."""
+    found = memory.beam.recall(
+        text,
+        top_k=HERMES["top_k"],
+        temporal_weight=HERMES["temporal_weight"],
+        temporal_halflife=HERMES["temporal_halflife"],
+    )
+    kept = []
+    for item in break_ties(found or []):
+        importance = float(item.get("importance") or 0.0)
+        if _score(item) < HERMES["min_score"] and importance < HERMES["min_importance"]:
+            continue
+        kept.append(item)
+    return kept[: HERMES["kept"]]
+
+
 def recall(request: dict[str, Any]) -> dict[str, Any]:
     """Recall every query; ranks are Mnemosyne's, with equal scores ordered by memory id."""
     db_path = Path(request["db_path"])
@@ -75,38 +145,36 @@ def recall(request: dict[str, Any]) -> dict[str, Any]:
     enhanced = os.environ.get("MNEMOSYNE_ENHANCED_RECALL", "0") == "1"
     results = []
     for number, query in enumerate(request["queries"], start=1):
+        # A query with a session is recalled in that session, with the user's cross-session setting;
+        # one without a session has none to be scoped to, so it is recalled across all of them
+        # (unless the eval's config turned cross-session recall off).
         session = query.get("session") or "mnemo-ops-eval"
+        sessionless_cross = request.get("sessionless_cross_session", True)
+        across = not query.get("session") and sessionless_cross
         if session not in instances:
             instances[session] = Mnemosyne(session_id=session, db_path=db_path)
         memory = instances[session]
-        if enhanced:
-            found = memory.beam.recall_enhanced(
-                query["text"],
-                top_k=query["k"],
-                use_associative=bool(request.get("use_associative")),
-                **options,
-            )
-        else:
-            plain = {
-                key: value
-                for key, value in options.items()
-                if key
-                in (
-                    "temporal_weight",
-                    "temporal_halflife",
-                    "vec_weight",
-                    "fts_weight",
-                    "importance_weight",
-                    "source",
-                    "topic",
-                    "from_date",
-                    "to_date",
+        with cross_session_recall(across):
+            if request.get("profile") == "hermes":
+                found = hermes_prefetch(memory, query["text"])
+            elif enhanced:
+                found = memory.beam.recall_enhanced(
+                    query["text"],
+                    top_k=query["k"],
+                    use_associative=bool(request.get("use_associative")),
+                    **options,
                 )
-            }
-            found = memory.recall(query["text"], top_k=query["k"], **plain)
+            else:
+                plain = {key: value for key, value in options.items() if key in PLAIN_OPTIONS}
+                found = memory.beam.recall(query["text"], top_k=query["k"], **plain)
         results.append(
             [
-                {"id": item.get("id"), "content": item.get("content"), "score": _score(item)}
+                {
+                    "id": item.get("id"),
+                    "content": item.get("content"),
+                    "score": _score(item),
+                    "tier": item.get("tier"),
+                }
                 for item in break_ties(found or [])
                 if item.get("id") is not None
             ]
