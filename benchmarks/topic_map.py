@@ -21,13 +21,14 @@ from pathlib import Path
 
 import apsw
 
+from mnemo_ops.consolidation.batch import BatchState
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.manifests import get_manifest
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.database import transactions
-from mnemo_ops.jobs import evening_batch
 from mnemo_ops.samples.sample_database import build_sample
 from mnemo_ops.settings import load_settings
+from mnemo_ops.topics import steps as map_steps
 
 SYLLABLES = [
     "ka",
@@ -112,10 +113,10 @@ def timed_step(settings, step, rebuild: bool) -> tuple[float, JobResult]:
         manifest=get_manifest(settings, "evening-batch"),
         dry_run=False,
         result=result,
-        options={"rebuild": rebuild},
+        options={**settings.section("evening-batch"), "rebuild": rebuild},
     )
     started = time.perf_counter()
-    step(context, evening_batch.BatchState())
+    step(context, BatchState())
     return time.perf_counter() - started, result
 
 
@@ -150,15 +151,13 @@ def main() -> int:
 
         full_runs, incremental_runs = [], []
         for attempt in range(arguments.repeat):
-            full_runs.append(timed_step(settings, evening_batch.topic_map_step, rebuild=True))
-            seed_full_s, _ = timed_step(settings, evening_batch.seed_map_step, rebuild=False)
+            full_runs.append(timed_step(settings, map_steps.topic_map_step, rebuild=True))
+            seed_full_s, _ = timed_step(settings, map_steps.seed_map_step, rebuild=False)
             changed = change(
                 layout.db_path, arguments.change, arguments.memories, seed=11 + attempt
             )
-            incremental_runs.append(
-                timed_step(settings, evening_batch.topic_map_step, rebuild=False)
-            )
-            seed_incremental_s, _ = timed_step(settings, evening_batch.seed_map_step, rebuild=False)
+            incremental_runs.append(timed_step(settings, map_steps.topic_map_step, rebuild=False))
+            seed_incremental_s, _ = timed_step(settings, map_steps.seed_map_step, rebuild=False)
             print(
                 f"run {attempt + 1}: full {full_runs[-1][0]:.2f} s, incremental {incremental_runs[-1][0]:.2f} s "
                 f"({incremental_runs[-1][0] / full_runs[-1][0]:.1%})",

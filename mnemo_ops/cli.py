@@ -16,6 +16,7 @@ from mnemo_ops.commands import (
     report,
     run,
     status,
+    summaries,
     topics,
     trigger,
 )
@@ -90,6 +91,7 @@ COMMAND_MODULES = (
     capture,
     report,
     topics,
+    summaries,
 )
 """Every command module, in the order ``--help`` lists them; each adds itself with ``register(app)``."""
 for _module in COMMAND_MODULES:

@@ -37,7 +37,7 @@ class Option:
     default: Any = None
     check: str | None = None  # "cron", "fraction" (0..1), "positive" (> 0), "non_negative" (>= 0)
     help: str = ""
-    choices: tuple[str, ...] | None = None
+    choices: tuple[Any, ...] | None = None
     item_kind: type | None = None  # for lists: the type of every item
     per_run: bool = False
     alias: str | None = None
@@ -112,6 +112,16 @@ SCHEMA: dict[str, Any] = {
         "ratchet": Option(bool, False, per_run=True, help="raise the baseline when better"),
         "write_baseline": Option(str, per_run=True, help="write a new baseline to this path"),
     },
+    "guard": {
+        "enabled": Option(bool, True, help="false: guarded jobs change memories without the trial"),
+        "probes": Option(int, 200, "positive", "known-item probes kept in state.db"),
+        "recall_tolerance": Option(float, 0.01, "fraction", "allowed drop of recall@k"),
+        "mrr_tolerance": Option(float, 0.01, "fraction", "allowed drop of MRR@k (and nDCG@k)"),
+        "max_newly_failing": Option(
+            int, 2, "non_negative", "probes (or eval cases) allowed to break"
+        ),
+        "eval_suite": Option(bool, True, help="also measure the eval suite when one is configured"),
+    },
     "evening_batch": {
         "consolidation_model": Option(
             str,
@@ -132,6 +142,15 @@ SCHEMA: dict[str, Any] = {
         "seeds_per_topic": Option(int, 5, "positive"),
         "block_match_similarity": Option((int, float), 85, "positive"),
         "rebuild": Option(bool, False, per_run=True, help="rebuild the topic map from scratch"),
+        "summary_repair": Option(
+            bool, True, help="give summaries the summary tier and their sources' time"
+        ),
+        "summary_tier": Option(
+            int, 3, choices=(1, 2, 3), help="tier of a repaired summary (3: the lowest weight)"
+        ),
+        "max_rows_per_summary": Option(
+            int, 10, "positive", "rows one consolidation summary may cover"
+        ),
     },
     "memory_maintain": {
         "k": Option(int, 3, "positive", "edges per orphan"),
@@ -272,9 +291,8 @@ def check_value(where: str, dotted: str, spec: Option, value: Any) -> Any:
     if spec.check == "fraction" and not 0 <= value <= 1:
         raise ConfigError(f"{where}: key '{dotted}' must be between 0 and 1, got {value!r}")
     if spec.choices is not None and value not in spec.choices:
-        raise ConfigError(
-            f"{where}: key '{dotted}' must be one of {', '.join(spec.choices)}, got {value!r}"
-        )
+        choices = ", ".join(str(choice) for choice in spec.choices)
+        raise ConfigError(f"{where}: key '{dotted}' must be one of {choices}, got {value!r}")
     if spec.item_kind is not None and not all(isinstance(item, spec.item_kind) for item in value):
         raise ConfigError(
             f"{where}: key '{dotted}' must be a list of {_type_name(spec.item_kind)}s"

@@ -51,16 +51,12 @@ def run_demo(directory: Path | None) -> tuple[SampleLayout, list]:
     settings = load_settings(db=layout.db_path, state_dir=layout.state_dir, environ=environ)
     available = set(implemented_jobs())
     _install_trigger(settings)
-    results = []
-    gate_ready = False
+    # The eval baseline is taken on the memories as they are, before any job changes them: every
+    # later retrieval-eval then shows whether the jobs kept recall (the demo fails if they did not).
+    results = [_set_up_eval_gate(settings)] if "retrieval-eval" in available else []
     for job in DEMO_ORDER:
-        if job not in available:
-            continue
-        if job == "retrieval-eval" and not gate_ready:
-            results.append(_set_up_eval_gate(settings))
-            gate_ready = True
-            continue
-        results.append(run_job(settings, job, show_progress=CURRENT.show_progress))
+        if job in available:
+            results.append(run_job(settings, job, show_progress=CURRENT.show_progress))
     return layout, results
 
 
@@ -76,9 +72,9 @@ def _install_trigger(settings) -> None:
 def _set_up_eval_gate(settings):
     """What a user does once: install a suite and write a baseline (because they asked for one).
 
-    The demo does it after the first consolidation: on the sample, Mnemosyne's AAAK summaries rank
-    above the raw turns and lower recall of exact phrases, which a baseline taken before consolidation
-    would (rightly) report as a regression.
+    Taken before the first job: evening-batch's consolidation must leave recall where it was (its
+    summary repair keeps Mnemosyne's summaries from burying their sources), and the retrieval-eval
+    after it checks exactly that.
     """
     eval_dir = settings.state_dir / "eval"
     eval_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

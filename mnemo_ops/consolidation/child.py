@@ -78,33 +78,72 @@ def _consolidate(
     # mnemo-ops never deletes memory rows, so that part is left out (3.15.1; the consolidation itself
     # does not depend on it).
     memory.beam._deduplicate_memoria_cross_session = lambda: {"status": "skipped by mnemo-ops"}
-    outcome = memory.sleep_all_sessions(dry_run=request["dry_run"])
-    sessions = [
-        {key: value for key, value in result.items() if key != "consolidated_ids"}
-        for result in outcome.get("session_results", [])
-    ]
-    methods = sorted({result.get("method") for result in sessions if result.get("method")})
-    degradation = outcome.get("degradation") or {}
+    # Bounded consolidation: the parent set MNEMOSYNE_SLEEP_BATCH (rows one sleep takes from a
+    # session, so rows one summary can cover) before Mnemosyne was imported; sleep is repeated until
+    # nothing is left. A dry run works on a throwaway snapshot and runs for real there, so it counts
+    # exactly what the real run will do (Mnemosyne's own dry run would see the same rows every cycle).
+    really = not request["dry_run"] or bool(request.get("snapshot"))
+    totals = _Totals()
+    for _cycle in range(max(1, int(request.get("max_cycles", 1)))):
+        outcome = memory.sleep_all_sessions(dry_run=not really)
+        totals.add(outcome)
+        if not really or not int(outcome.get("items_consolidated", 0) or 0):
+            break
     return {
-        "status": outcome.get("status"),
+        "status": "consolidated" if totals.items else "no_op",
         "model": chosen,
-        "methods": methods,
-        "sessions_scanned": outcome.get("sessions_scanned", 0),
-        "sessions_consolidated": outcome.get("sessions_consolidated", 0),
-        "items_consolidated": outcome.get("items_consolidated", 0),
-        "summaries_created": outcome.get("summaries_created", 0),
-        "conflicts_resolved": sum(
-            int(result.get("conflicts_resolved", 0) or 0) for result in sessions
-        ),
-        "llm_used": outcome.get("llm_used", 0),
+        "methods": sorted(totals.methods),
+        "cycles": totals.cycles,
+        "sleep_batch": request.get("sleep_batch"),
+        "sessions_scanned": len(totals.sessions),
+        "sessions_consolidated": sum(1 for entry in totals.sessions.values() if entry["items"]),
+        "items_consolidated": totals.items,
+        "summaries_created": totals.summaries,
+        "conflicts_resolved": totals.conflicts,
+        "llm_used": totals.llm_used,
         "claims_reclaimed": claims_reclaimed,
-        "episodic_degraded": int(degradation.get("tier1_to_tier2", 0) or 0)
-        + int(degradation.get("tier2_to_tier3", 0) or 0),
-        "model_refresh": outcome.get("model_refresh") or {},
-        "errors": outcome.get("error_details") or [],
-        "sessions": sessions,
+        "episodic_degraded": totals.degraded,
+        "model_refresh": totals.model_refresh,
+        "errors": totals.errors,
+        "sessions": [
+            {"session_id": key, **value} for key, value in sorted(totals.sessions.items())
+        ],
         "schema_migrated": gaps,
     }
+
+
+class _Totals:
+    """What the sleep cycles did, added up (per session too)."""
+
+    def __init__(self) -> None:
+        self.cycles = self.items = self.summaries = self.conflicts = self.llm_used = 0
+        self.degraded = 0
+        self.methods: set[str] = set()
+        self.sessions: dict[str, dict[str, int]] = {}
+        self.errors: list[Any] = []
+        self.model_refresh = {"proposals": 0, "applied": 0}
+
+    def add(self, outcome: dict[str, Any]) -> None:
+        """Add one ``sleep_all_sessions`` outcome."""
+        self.cycles += 1
+        self.items += int(outcome.get("items_consolidated", 0) or 0)
+        self.summaries += int(outcome.get("summaries_created", 0) or 0)
+        self.llm_used += int(outcome.get("llm_used", 0) or 0)
+        degradation = outcome.get("degradation") or {}
+        self.degraded += int(degradation.get("tier1_to_tier2", 0) or 0)
+        self.degraded += int(degradation.get("tier2_to_tier3", 0) or 0)
+        for key in self.model_refresh:
+            self.model_refresh[key] += int((outcome.get("model_refresh") or {}).get(key, 0) or 0)
+        self.errors += outcome.get("error_details") or []
+        for result in outcome.get("session_results", []):
+            entry = self.sessions.setdefault(
+                str(result.get("session_id")), {"items": 0, "summaries": 0}
+            )
+            entry["items"] += int(result.get("items_consolidated", 0) or 0)
+            entry["summaries"] += int(result.get("summaries_created", 0) or 0)
+            self.conflicts += int(result.get("conflicts_resolved", 0) or 0)
+            if result.get("method"):
+                self.methods.add(result["method"])
 
 
 def main() -> int:

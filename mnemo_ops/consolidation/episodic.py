@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -87,10 +88,18 @@ def run_sleep(
     model: str = "auto",
     reclaim_stale_seconds: int = 3600,
     timeout_s: float | None = None,
+    max_rows_per_summary: int | None = None,
+    pending_rows: int = 0,
+    inspect_snapshot: Callable[[Path], Any] | None = None,
 ) -> dict[str, Any]:
     """Run Mnemosyne's ``sleep_all_sessions`` on `db_path` (a snapshot of it in a dry run); return its summary.
 
-    Raises MnemoOpsError with one line when the child fails.
+    With `max_rows_per_summary`, Mnemosyne's sleep takes at most that many rows of a session per
+    cycle (``MNEMOSYNE_SLEEP_BATCH``), so no summary covers more, and it is repeated until the
+    `pending_rows` are done. In a dry run, `inspect_snapshot(path)` is called on the consolidated
+    snapshot before it is removed (so later steps can count exactly what they would do after the
+    real consolidation); its value is returned under ``"inspection"``. Raises MnemoOpsError with one
+    line when the child fails.
     """
     if model not in MODELS:
         raise MnemoOpsError(
@@ -120,10 +129,16 @@ def run_sleep(
                     "HERMES_HOME": str(hermes_home),
                 }
             )
+        if max_rows_per_summary:
+            environment["MNEMOSYNE_SLEEP_BATCH"] = str(int(max_rows_per_summary))
+        batch = int(max_rows_per_summary or 0)
         request = {
             "db_path": str(target),
             "dry_run": dry_run,
             "snapshot": dry_run,
+            "sleep_batch": batch or None,
+            # Each cycle consolidates at least one row while any is left, so this is enough.
+            "max_cycles": (-(-pending_rows // batch) + 1) if batch else 1,
             "model": model,
             "reclaim_stale_seconds": reclaim_stale_seconds,
         }
@@ -141,7 +156,10 @@ def run_sleep(
             raise MnemoOpsError(
                 f"Mnemosyne sleep did not finish within {timeout_s:.0f} s"
             ) from None
-        return _parse(completed)
+        summary = _parse(completed)
+        if scratch is not None and inspect_snapshot is not None:
+            summary["inspection"] = inspect_snapshot(target)
+        return summary
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)

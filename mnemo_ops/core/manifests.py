@@ -28,7 +28,9 @@ WRITE_SCOPES = (
     "state",
 )
 CHECKPOINT_MODES = ("none", "before-write")
-_FIELDS = {"name", "schedule", "description", "writes", "checkpoint", "timeout"}
+GUARDS = ("recall",)
+"""``guard: recall``: the change is tried on a copy and kept only if recall stays within tolerance."""
+_FIELDS = {"name", "schedule", "description", "writes", "checkpoint", "timeout", "guard"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +44,7 @@ class JobManifest:
     checkpoint: str
     timeout: int
     path: Path | None = None
+    guard: str | None = None
 
     @property
     def module(self) -> str:
@@ -105,6 +108,9 @@ def _parse(path: Path, data: Any) -> JobManifest:
         or data["timeout"] <= 0
     ):
         raise ConfigError(f"{path}: key 'timeout' must be a positive number of seconds")
+    guard = data.get("guard")
+    if guard is not None and guard not in GUARDS:
+        raise ConfigError(f"{path}: key 'guard' must be one of {', '.join(GUARDS)}")
     return JobManifest(
         name=name,
         schedule=schedule,
@@ -113,6 +119,7 @@ def _parse(path: Path, data: Any) -> JobManifest:
         checkpoint=data["checkpoint"],
         timeout=data["timeout"],
         path=path,
+        guard=guard,
     )
 
 

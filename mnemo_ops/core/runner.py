@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -27,6 +27,14 @@ from mnemo_ops.core.results import JobResult, Severity, Status
 from mnemo_ops.settings import Settings
 
 log = logging.getLogger("mnemo_ops")
+
+
+class Guard(Protocol):
+    """A guard named by manifests (``guard: recall``): it decides whether the job's change may be made."""
+
+    def trial(self, ctx: JobContext, job: Callable[[JobContext], Any]) -> bool:
+        """Try `job` without touching the live files; True when the real run may go ahead (on False
+        the guard has failed ``ctx.result`` with its reasons)."""
 
 
 class Monitor(Protocol):
@@ -47,11 +55,14 @@ class RunHooks:
     - `preflight`: each ``check(ctx)`` runs after the lock is taken and before the job; raising
       MnemoOpsError refuses the run with that error (and its exit code) before anything is written.
       A check sees ``ctx.dry_run`` and ``ctx.manifest`` and decides whether it applies.
+    - `guards`: by name; a real run of a job whose manifest names one goes ahead only when the
+      guard's ``trial`` accepts it. Dry runs change nothing and are not guarded.
     """
 
     checkpoint: Callable[[JobContext], str | None] | None = None
     monitors: Sequence[Monitor] = ()
     preflight: Sequence[Callable[[JobContext], None]] = ()
+    guards: Mapping[str, Guard] = dataclasses.field(default_factory=dict)
 
 
 @contextmanager
@@ -164,8 +175,14 @@ def run_job(
         try:
             for check in hooks.preflight:
                 check(context)
+            guard = hooks.guards.get(manifest.guard) if manifest.guard and not dry_run else None
+            if manifest.guard and not dry_run and guard is None:
+                raise MnemoOpsError(
+                    f"{name} must run under the {manifest.guard} guard, which is not available"
+                )
             with _time_limit(manifest.timeout):
-                job(context)
+                if guard is None or guard.trial(context, job):
+                    job(context)
         except MnemoOpsError as error:
             result.fail(error.message)
             if error.exit_code == USAGE:

@@ -128,3 +128,16 @@ def fetch_dicts(
     except apsw.ExecutionCompleteError:  # the statement produced no rows at all
         return []
     return [dict(zip(names, row)) for row in cursor]
+
+
+def live_condition(alias: str = "", now: str = "?") -> str:
+    """SQL that holds for a live memory row: not superseded, and not closed (``valid_until`` passed).
+
+    `alias` qualifies the columns (``"w"`` -> ``w.valid_until``); `now` is the placeholder bound to
+    the current time in Mnemosyne's own format (``core.clock.local_timestamp()``).
+    """
+    prefix = f"{alias}." if alias else ""
+    return (
+        f"({prefix}superseded_by IS NULL OR {prefix}superseded_by = '') "
+        f"AND ({prefix}valid_until IS NULL OR {prefix}valid_until > {now})"
+    )

@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import apsw
+import yaml
 
 from mnemo_ops import database
 
@@ -28,7 +29,29 @@ def snapshot_database(source: Path, target_dir: Path) -> Path:
     if config.is_file() and not config.is_symlink():
         shutil.copyfile(config, target_dir / "config.yaml")
         os.chmod(target_dir / "config.yaml", 0o600)
+        point_config_at(target_dir / "config.yaml", target)
     return target
+
+
+def point_config_at(config: Path, database_path: Path) -> None:
+    """Make a copied Mnemosyne config.yaml name the copy's folder, never the original's.
+
+    Mnemosyne seeds ``data_dir`` (and may hold ``db_path``) as absolute paths, and its config wins over
+    the environment: a copy that kept them could lead Mnemosyne back to the live files.
+    """
+    try:
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return  # Mnemosyne will not read it either
+    if not isinstance(data, dict):
+        return
+    changed = False
+    if data.get("data_dir"):
+        data["data_dir"], changed = str(database_path.parent), True
+    if data.get("db_path"):
+        data["db_path"], changed = str(database_path), True
+    if changed:
+        config.write_text(yaml.safe_dump(data, sort_keys=True), encoding="utf-8")
 
 
 def copy_snapshot(source: Path, target: Path) -> None:

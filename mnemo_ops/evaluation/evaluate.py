@@ -39,20 +39,29 @@ class Evaluation:
         return sum(1 for outcome in self.outcomes if outcome.score.passed)
 
 
-def evaluate(
-    suite: Suite, engine: Engine, k: int | None = None, progress=None, default_k: int = DEFAULT_K
-) -> Evaluation:
-    """Recall every case of `suite` with `engine` and score it.
+def suite_queries(
+    suite: Suite, k: int | None = None, default_k: int = DEFAULT_K
+) -> tuple[int, list[Query]]:
+    """The run's k and one query per case.
 
     The run's k is `k` (the command line), else the suite's own ``k``, else `default_k` (the
     config, 10 by default); a case's own ``k`` overrides it for that case (its metrics still count
     under the run's ``@k`` names).
     """
     run_k = k or suite.k or default_k
-    queries = [
+    return run_k, [
         Query(text=case.query, k=case.k or run_k, session=case.session) for case in suite.cases
     ]
-    ranked_lists = engine.recall_many(queries, progress=progress)
+
+
+def score_suite(
+    suite: Suite,
+    engine: dict[str, Any],
+    run_k: int,
+    queries: list[Query],
+    ranked_lists: list[list[Retrieved]],
+) -> Evaluation:
+    """Score every case of `suite` from what recall returned for its query."""
     outcomes = []
     for case, query, retrieved in zip(suite.cases, queries, ranked_lists):
         score = metrics.score_case(
@@ -64,9 +73,18 @@ def evaluate(
     scores = [outcome.score for outcome in outcomes]
     return Evaluation(
         suite=suite,
-        engine=engine.describe(),
+        engine=engine,
         k=run_k,
         outcomes=outcomes,
         metrics=metrics.aggregate(scores, run_k),
         per_category=metrics.per_category(scores, run_k),
     )
+
+
+def evaluate(
+    suite: Suite, engine: Engine, k: int | None = None, progress=None, default_k: int = DEFAULT_K
+) -> Evaluation:
+    """Recall every case of `suite` with `engine` and score it (k as in `suite_queries`)."""
+    run_k, queries = suite_queries(suite, k, default_k)
+    ranked_lists = engine.recall_many(queries, progress=progress)
+    return score_suite(suite, engine.describe(), run_k, queries, ranked_lists)

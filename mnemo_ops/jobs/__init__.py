@@ -17,9 +17,14 @@ from mnemo_ops.core import runner
 from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.manifests import load_manifests
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.guard.recall_guard import RecallGuard
 from mnemo_ops.settings import JOB_NAMES, Settings
 
-HOOKS = runner.RunHooks(checkpoint=pre_write.take_for_job, monitors=monitoring.HOOKS)
+HOOKS = runner.RunHooks(
+    checkpoint=pre_write.take_for_job,
+    monitors=monitoring.HOOKS,
+    guards={"recall": RecallGuard()},
+)
 
 
 def is_implemented(job: str) -> bool:

@@ -20,6 +20,7 @@ from mnemo_ops.core import state
 from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.errors import DatabaseError, UsageError
 from mnemo_ops.core.results import JobResult, Severity, severity_rank
+from mnemo_ops.guard import history as guard_history
 from mnemo_ops.private_files import ensure_private_dir, write_atomic
 from mnemo_ops.scheduling.job_table import job_table
 from mnemo_ops.selfcare import quarantine, row_count_history
@@ -48,6 +49,7 @@ class Report:
     eval_trend: list[dict[str, Any]]
     growth: dict[str, Any]
     quarantine: dict[str, Any] = dataclasses.field(default_factory=dict)
+    guard: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def run_counts(self) -> dict[str, int]:
@@ -100,6 +102,7 @@ class Report:
             "eval_trend": self.eval_trend,
             "growth": self.growth,
             "quarantine": self.quarantine,
+            "guard": self.guard,
             "jobs": self.jobs,
         }
 
@@ -189,6 +192,57 @@ def _eval_trend(ledger) -> list[dict[str, Any]]:
             }
         )
     return trend
+
+
+def _guard_summary(ledger) -> dict[str, Any]:
+    """Each guarded job's latest verdict, and the probe recall of the latest decisions (oldest first)."""
+    decisions = guard_history.recent(ledger, limit=50)
+    latest: dict[str, dict[str, Any]] = {}
+    for decision in decisions:
+        latest.setdefault(decision["job"], decision)
+    verdicts = [
+        {
+            "job": job,
+            "run_at": decision["run_at"],
+            "verdict": decision["verdict"],
+            "before": decision["figures"].get("before", {}),
+            "after": decision["figures"].get("after", {}),
+            "problems": decision["figures"].get("problems", []),
+        }
+        for job, decision in sorted(latest.items())
+    ]
+    trend = [
+        {
+            "run_at": d["run_at"],
+            "job": d["job"],
+            "verdict": d["verdict"],
+            "after": d["figures"].get("after", {}),
+        }
+        for d in reversed(decisions[:EVAL_TREND_RUNS])
+    ]
+    return {"verdicts": verdicts, "trend": trend}
+
+
+def _guard_lines(guard: dict[str, Any]) -> list[str]:
+    if not guard.get("verdicts"):
+        return ["no guarded run recorded yet"]
+    lines = []
+    for entry in guard["verdicts"]:
+        figures = ", ".join(
+            f"{name} {value:.3f} -> {entry['after'].get(name, 0):.3f}"
+            for name, value in entry["before"].items()
+        )
+        problems = f"; {'; '.join(entry['problems'])}" if entry["problems"] else ""
+        lines.append(f"{entry['job']}: {entry['verdict']} ({entry['run_at']}; {figures}){problems}")
+    trend = [
+        f"{point['job']} {value:.3f}"
+        for point in guard["trend"]
+        for name, value in point["after"].items()
+        if name.startswith("recall@")
+    ]
+    if trend:
+        lines.append("probe recall after each of the last guarded runs: " + ", ".join(trend))
+    return lines
 
 
 def _growth(settings: Settings, ledger, now: datetime) -> dict[str, Any]:
@@ -314,6 +368,7 @@ def build_report(
             eval_trend=_eval_trend(ledger),
             growth=growth,
             quarantine=_quarantine_summary(settings, start),
+            guard=_guard_summary(ledger),
         )
     finally:
         if ledger is not None:
@@ -414,6 +469,8 @@ def render_text(report: Report) -> str:
     lines.append(f"Backups: {_backup_line(report.backups)}")
     lines.append(f"Quarantine: {_quarantine_line(report.quarantine)}")
     lines.append("Eval trend: " + "; ".join(_metric_summary(report.eval_trend)))
+    lines.append("Recall guard:")
+    lines += [f"  {line}" for line in _guard_lines(report.guard)]
     baseline = report.growth["baseline_day"]
     lines.append(f"Memory growth (against {baseline or 'no record from a week ago yet'}):")
     for table, now_count, change in _growth_rows(report.growth):
@@ -478,6 +535,8 @@ def render_markdown(report: Report) -> str:
         "",
     ]
     lines += [f"- {line}" for line in _metric_summary(report.eval_trend)]
+    lines += ["", "## Recall guard", ""]
+    lines += [f"- {_cell(line)}" for line in _guard_lines(report.guard)]
     baseline = report.growth["baseline_day"]
     lines += [
         "",

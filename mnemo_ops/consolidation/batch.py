@@ -1,0 +1,66 @@
+"""The evening batch's step runner: steps in order, a failing step recorded, the later steps run.
+
+A step is a function of (job context, batch state); the state carries what one step hands on to the
+next within one run. A failing step is recorded (``stats.steps``, a ``step-failed`` error warning) and
+the run fails at the end with every step's error collected, as borgmatic does, so monitoring sees it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mnemo_ops.core.context import JobContext
+from mnemo_ops.core.errors import JobTimeout
+from mnemo_ops.core.results import JobResult, Severity
+
+
+@dataclasses.dataclass
+class BatchState:
+    """What steps hand on to later steps within one run."""
+
+    # Set by the map steps (``topics.steps``): the map as this run left it, what changed, and the live
+    # memories loaded for it. Typed loosely so this runner does not depend on the topics package.
+    topic_map: Any = None
+    changes: Any = None
+    memories: dict[str, Any] | None = None
+    repairs_after_consolidation: int | None = None
+    """In a dry run: the summary repairs the consolidated snapshot would need (None: not known)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One step of the batch: a name and a function of (context, batch state)."""
+
+    name: str
+    function: Callable[[JobContext, BatchState], None]
+
+
+def run_steps(ctx: JobContext, steps: tuple[Step, ...]) -> JobResult:
+    """Run `steps` in order, collecting failures; fail the result (exit 1) if any step failed."""
+    batch = BatchState()
+    outcomes: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for step in steps:
+        started = time.monotonic()
+        outcome: dict[str, Any] = {"name": step.name, "status": "ok", "error": None}
+        try:
+            step.function(ctx, batch)
+        except JobTimeout:
+            outcome.update(status="failed", error="timed out")
+            outcomes.append(outcome)
+            ctx.result.stats["steps"] = outcomes
+            raise
+        except Exception as error:  # collected, not raised: the later steps still run
+            message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+            outcome.update(status="failed", error=message)
+            errors.append(f"{step.name}: {message}")
+            ctx.warn("step-failed", f"step {step.name} failed: {message}", severity=Severity.ERROR)
+        outcome["duration_s"] = round(time.monotonic() - started, 3)
+        outcomes.append(outcome)
+    ctx.result.stats["steps"] = outcomes
+    if errors:
+        ctx.result.fail(f"{len(errors)} of {len(steps)} steps failed: " + "; ".join(errors))
+    return ctx.result

@@ -1,0 +1,125 @@
+"""The evening batch's memory steps: Mnemosyne's consolidation (bounded), then the summary repair."""
+
+from __future__ import annotations
+
+from mnemo_ops import database
+from mnemo_ops.consolidation import episodic, summary_repair
+from mnemo_ops.consolidation.batch import BatchState
+from mnemo_ops.core.context import JobContext
+from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.core.results import Severity
+
+# --- step 1: consolidation -------------------------------------------------------------------------
+
+
+def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
+    """Mnemosyne's own ``sleep_all_sessions`` (with ``reclaim_orphans`` first), counts into `changes`."""
+    stale_seconds = int(ctx.options["reclaim_stale_seconds"])
+    connection = ctx.open_db(readonly=True)
+    try:
+        pending = episodic.pending_work(connection, stale_seconds)
+    finally:
+        connection.close()
+    ctx.result.stats["consolidation"] = {"cutoff": episodic.sleep_cutoff(), **pending}
+    if not pending["eligible"] and not pending["orphan_claims"]:
+        ctx.count("items_consolidated", 0)
+        ctx.count("summaries_created", 0)
+        return
+    if not ctx.dry_run:
+        ctx.before_write()
+    summary = episodic.run_sleep(
+        ctx.settings.db_path,
+        ctx.settings.hermes_home,
+        dry_run=ctx.dry_run,
+        model=str(ctx.options["consolidation_model"]),
+        reclaim_stale_seconds=stale_seconds,
+        timeout_s=ctx.manifest.timeout,
+        max_rows_per_summary=ctx.options["max_rows_per_summary"],
+        pending_rows=pending["eligible"] + pending["orphan_claims"],
+        inspect_snapshot=(lambda path: _planned_repairs(ctx, path)) if ctx.dry_run else None,
+    )
+    if ctx.dry_run and summary.get("inspection") is not None:
+        batch.repairs_after_consolidation = summary["inspection"]
+    for name in (
+        "items_consolidated",
+        "summaries_created",
+        "claims_reclaimed",
+        "conflicts_resolved",
+        "episodic_degraded",
+    ):
+        ctx.count(name, int(summary.get(name, 0) or 0))
+    ctx.result.stats["consolidation"].update(
+        {
+            key: summary.get(key)
+            for key in (
+                "status",
+                "model",
+                "methods",
+                "sessions_scanned",
+                "sessions_consolidated",
+                "llm_used",
+                "model_refresh",
+                "cycles",
+                "sleep_batch",
+            )
+        }
+    )
+    if summary.get("errors"):
+        details = "; ".join(
+            f"{item.get('session_id')}: {item.get('error')}" for item in summary["errors"]
+        )
+        raise MnemoOpsError(
+            f"Mnemosyne sleep failed for {len(summary['errors'])} session(s): {details}"
+        )
+
+
+# --- step 2: summary repair ------------------------------------------------------------------------
+
+
+def _planned_repairs(ctx: JobContext, db_path) -> int | None:
+    """How many summaries the repair would change in the database at `db_path` (None: repair off)."""
+    if not ctx.options["summary_repair"]:
+        return None
+    connection = database.open_memory_db(db_path, readonly=True)
+    try:
+        return len(summary_repair.plan(connection, ctx.options["summary_tier"]))
+    finally:
+        connection.close()
+
+
+def summary_repair_step(ctx: JobContext, batch: BatchState) -> None:
+    """Every summary, ours or Mnemosyne's auto-sleep's, at the summary tier with its sources' time."""
+    tier = ctx.options["summary_tier"]
+    if not ctx.options["summary_repair"]:
+        ctx.result.stats["summary_repair"] = {"enabled": False}
+        ctx.warn(
+            "summary-repair-off",
+            "summary repair is off (evening_batch.summary_repair: false): summaries written at tier 1 "
+            "with the time of the sleep can hide their sources from recall",
+            Severity.INFO,
+        )
+        return
+    if ctx.dry_run:
+        if batch.repairs_after_consolidation is not None:
+            planned = batch.repairs_after_consolidation
+        else:
+            planned = _planned_repairs(ctx, ctx.settings.db_path) or 0
+        ctx.result.stats["summary_repair"] = {"tier": tier, "planned": planned}
+        ctx.count("summaries_repaired", planned)
+        return
+    connection = ctx.open_db()
+    try:
+        repairs = summary_repair.plan(connection, tier)
+        ctx.result.stats["summary_repair"] = {"tier": tier, "planned": len(repairs)}
+        if not repairs:
+            ctx.count("summaries_repaired", 0)
+            return
+        ctx.before_write()
+        state_db = ctx.open_state()
+        try:
+            changed = summary_repair.apply(connection, state_db, str(ctx.settings.db_path), repairs)
+        finally:
+            state_db.close()
+    finally:
+        connection.close()
+    ctx.count("summaries_repaired", changed)

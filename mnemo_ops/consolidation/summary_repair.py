@@ -1,0 +1,199 @@
+"""Summary repair: an episodic summary must never bury its sources in recall.
+
+Mnemosyne 3.15's sleep (ours, and the auto-sleep the Hermes plugin leaves on) writes each summary at
+tier 1, full weight, stamped with the time of the sleep. Recall's cross-tier dedup then drops every
+working source its summary outscores, and the agent gets a 500-character cut of a long summary
+instead of the turns that answer (upstream mnemosyne-oss/mnemosyne#506, #563, #564). The repair
+gives every live summary whose ``summary_of`` names live working rows the configured tier
+(``evening_batch.summary_tier``, 3 by default) and the newest timestamp among its sources. Mnemosyne
+4.0 writes summaries that way itself, so there the repair finds nothing to do.
+
+The values a repair replaces are recorded in state.db (``summary_repairs``) before the row changes,
+so `revert` can put them back; each batch is one short ``BEGIN IMMEDIATE`` transaction that checks
+the row still holds the values it planned from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import apsw
+
+from mnemo_ops import database
+from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
+from mnemo_ops.database import transactions
+
+TABLE = "summary_repairs"
+BATCH_SIZE = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class Repair:
+    """One summary's planned change."""
+
+    episodic_id: str
+    tier_before: int | None
+    timestamp_before: str | None
+    tier_after: int
+    timestamp_after: str
+
+
+def _source_ids(summary_of: str | None) -> list[str]:
+    return [part.strip() for part in (summary_of or "").split(",") if part.strip()]
+
+
+def plan(connection: apsw.Connection, tier: int) -> list[Repair]:
+    """Every live summary with live sources whose tier or timestamp differs from the rule."""
+    now = local_timestamp()
+    summaries = connection.execute(
+        "SELECT id, tier, timestamp, summary_of FROM episodic_memory "
+        f"WHERE coalesce(summary_of, '') != '' AND {database.live_condition()} ORDER BY id",
+        (now,),
+    ).fetchall()
+    repairs = []
+    for episodic_id, tier_before, timestamp_before, summary_of in summaries:
+        sources = _source_ids(summary_of)
+        newest, live = None, 0
+        for start in range(0, len(sources), 500):
+            chunk = sources[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            row = connection.execute(
+                f"SELECT max(timestamp), sum(CASE WHEN {database.live_condition()} THEN 1 ELSE 0 END) "
+                f"FROM working_memory WHERE id IN ({marks})",
+                (now, *chunk),
+            ).fetchone()
+            if row[0] is not None and (newest is None or row[0] > newest):
+                newest = row[0]
+            live += int(row[1] or 0)
+        if not live or newest is None:
+            continue  # nothing of its sources left to bury
+        if tier_before == tier and timestamp_before == newest:
+            continue
+        repairs.append(Repair(episodic_id, tier_before, timestamp_before, tier, newest))
+    return repairs
+
+
+def ensure_table(state_db) -> None:
+    """Create ``summary_repairs`` (never in a dry run)."""
+    state_db[TABLE].create(
+        {
+            "episodic_id": str,
+            "db": str,
+            "tier_before": int,
+            "timestamp_before": str,
+            "tier_after": int,
+            "timestamp_after": str,
+            "repaired_at": str,
+            "reverted_at": str,
+        },
+        pk=("db", "episodic_id"),
+        if_not_exists=True,
+    )
+
+
+def apply(connection: apsw.Connection, state_db, db_name: str, repairs: list[Repair]) -> int:
+    """Record the originals in state.db, then change the rows; return how many rows changed.
+
+    A summary repaired before keeps its first recorded original (the value Mnemosyne wrote), so a
+    revert always goes back to where mnemo-ops started.
+    """
+    ensure_table(state_db)
+    changed = 0
+    for batch in transactions.batched(repairs, BATCH_SIZE):
+        stamp = isoformat(utc_now())
+        with state_db.conn:
+            # A first repair records the original; a summary repaired again keeps it, unless that
+            # record was reverted (then this repair starts a new one).
+            state_db.conn.executemany(
+                f"INSERT INTO {TABLE} (episodic_id, db, tier_before, timestamp_before, tier_after, "
+                "timestamp_after, repaired_at, reverted_at) VALUES (?, ?, ?, ?, ?, ?, ?, NULL) "
+                "ON CONFLICT (db, episodic_id) DO UPDATE SET tier_before = excluded.tier_before, "
+                "timestamp_before = excluded.timestamp_before, tier_after = excluded.tier_after, "
+                "timestamp_after = excluded.timestamp_after, repaired_at = excluded.repaired_at, "
+                "reverted_at = NULL WHERE reverted_at IS NOT NULL",
+                [
+                    (
+                        repair.episodic_id,
+                        db_name,
+                        repair.tier_before,
+                        repair.timestamp_before,
+                        repair.tier_after,
+                        repair.timestamp_after,
+                        stamp,
+                    )
+                    for repair in batch
+                ],
+            )
+        changed += transactions.write_batch(
+            connection, lambda conn, batch=batch: _update(conn, batch)
+        )
+    return changed
+
+
+def _update(connection: apsw.Connection, batch: list[Repair]) -> int:
+    changed = 0
+    for repair in batch:
+        connection.execute(
+            "UPDATE episodic_memory SET tier = ?, timestamp = ? "
+            "WHERE id = ? AND tier IS ? AND timestamp IS ?",
+            (
+                repair.tier_after,
+                repair.timestamp_after,
+                repair.episodic_id,
+                repair.tier_before,
+                repair.timestamp_before,
+            ),
+        )
+        changed += connection.changes()
+    return changed
+
+
+def recorded(state_db, db_name: str, include_reverted: bool = False) -> list[dict[str, Any]]:
+    """The repairs recorded for this database (newest first)."""
+    if state_db is None or TABLE not in state_db.table_names():
+        return []
+    condition = "" if include_reverted else " AND reverted_at IS NULL"
+    return [
+        dict(row)
+        for row in state_db.query(
+            f"SELECT * FROM {TABLE} WHERE db = ?{condition} ORDER BY repaired_at DESC, episodic_id",
+            [db_name],
+        )
+    ]
+
+
+def revert(connection: apsw.Connection, state_db, db_name: str, dry_run: bool) -> dict[str, int]:
+    """Put back the recorded originals of summaries that still hold the repaired values.
+
+    A summary changed since (by Mnemosyne's own degradation, say) is left as it is and counted.
+    """
+    entries = recorded(state_db, db_name)
+    reverted = skipped = 0
+    for entry in entries:
+        row = connection.execute(
+            "SELECT tier, timestamp FROM episodic_memory WHERE id = ?", (entry["episodic_id"],)
+        ).fetchone()
+        if row is None or (row[0], row[1]) != (entry["tier_after"], entry["timestamp_after"]):
+            skipped += 1
+            continue
+        reverted += 1
+        if dry_run:
+            continue
+        transactions.write_statement(
+            connection,
+            "UPDATE episodic_memory SET tier = ?, timestamp = ? WHERE id = ? AND tier IS ? AND timestamp IS ?",
+            (
+                entry["tier_before"],
+                entry["timestamp_before"],
+                entry["episodic_id"],
+                entry["tier_after"],
+                entry["timestamp_after"],
+            ),
+        )
+        with state_db.conn:
+            state_db.execute(
+                f"UPDATE {TABLE} SET reverted_at = ? WHERE db = ? AND episodic_id = ?",
+                [isoformat(utc_now()), db_name, entry["episodic_id"]],
+            )
+    return {"reverted": reverted, "changed_since": skipped}

@@ -1,0 +1,112 @@
+"""Recall on one copy of the database: the probes, and the user's eval suite when one is configured.
+
+Measured through the eval's Mnemosyne engine (``evaluation.engines.mnemosyne``: a child process on a
+snapshot of the copy), with the eval's recall settings, so what is measured is what the agent gets:
+with a Hermes home, the plugin's per-turn prefetch (5 items); otherwise Mnemosyne's top k. One
+worker run answers the probes and the suite together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from mnemo_ops.evaluation.engines.base import Query
+from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine
+from mnemo_ops.evaluation.evaluate import Evaluation, score_suite, suite_queries
+from mnemo_ops.evaluation.metrics import Retrieved
+from mnemo_ops.evaluation.suite import Suite
+from mnemo_ops.guard.probes import Probe
+from mnemo_ops.settings import Settings
+
+
+@dataclasses.dataclass
+class Measurement:
+    """Recall of every probe (its hit rank, None when missed) and of the suite, on one copy."""
+
+    profile: str
+    cutoff: int
+    ranks: dict[str, int | None]
+    suite: Evaluation | None = None
+
+    @property
+    def recall(self) -> float:
+        """Share of probes answered within the cutoff (1.0 with no probes)."""
+        if not self.ranks:
+            return 1.0
+        return sum(1 for rank in self.ranks.values() if rank is not None) / len(self.ranks)
+
+    @property
+    def mrr(self) -> float:
+        """Mean reciprocal rank of the probes' first answer (0 for a miss)."""
+        if not self.ranks:
+            return 1.0
+        return sum(1 / rank for rank in self.ranks.values() if rank) / len(self.ranks)
+
+    def metrics(self) -> dict[str, float]:
+        """``recall@<cutoff>`` and ``mrr@<cutoff>`` of the probes, rounded for reports."""
+        return {
+            f"recall@{self.cutoff}": round(self.recall, 4),
+            f"mrr@{self.cutoff}": round(self.mrr, 4),
+        }
+
+    def to_stats(self) -> dict[str, Any]:
+        """The figures for the result's stats and the guard history."""
+        data: dict[str, Any] = {"probes": len(self.ranks), **self.metrics()}
+        if self.suite is not None:
+            data["suite"] = {
+                "path": str(self.suite.suite.path),
+                "cases": len(self.suite.outcomes),
+                "metrics": self.suite.metrics,
+            }
+        return data
+
+
+def probe_rank(probe: Probe, retrieved: list[Retrieved], cutoff: int) -> int | None:
+    """1-based rank of the first returned item that answers `probe` within `cutoff`, else None."""
+    for rank, item in enumerate(retrieved[:cutoff], start=1):
+        if probe.answered_by(item.id, item.content):
+            return rank
+    return None
+
+
+def engine_for(settings: Settings, db_path: Path) -> MnemosyneEngine:
+    """The eval's Mnemosyne engine, recalling from the copy at `db_path`."""
+    return MnemosyneEngine.from_settings(settings, db_path=db_path)
+
+
+def cutoff_for(settings: Settings, engine: MnemosyneEngine) -> int:
+    """How many items the agent is given: the plugin's 5 in the Hermes profile, else the eval's k."""
+    return 5 if engine.profile == "hermes" else int(settings.option("retrieval_eval.k"))
+
+
+def measure(
+    settings: Settings,
+    db_path: Path,
+    probes: list[Probe],
+    suite: Suite | None = None,
+    progress=None,
+) -> Measurement:
+    """Recall every probe (and every case of `suite`) on the database copy at `db_path`."""
+    engine = engine_for(settings, db_path)
+    cutoff = cutoff_for(settings, engine)
+    queries = [Query(text=probe.query, k=cutoff, session=probe.session_id) for probe in probes]
+    suite_k, case_queries = (
+        suite_queries(suite, default_k=settings.option("retrieval_eval.k")) if suite else (0, [])
+    )
+    ranked = (
+        engine.recall_many(queries + case_queries, progress=progress)
+        if queries or case_queries
+        else []
+    )
+    ranks = {
+        probe.memory_id: probe_rank(probe, retrieved, cutoff)
+        for probe, retrieved in zip(probes, ranked[: len(queries)])
+    }
+    evaluation = None
+    if suite is not None:
+        evaluation = score_suite(
+            suite, engine.describe(), suite_k, case_queries, ranked[len(queries) :]
+        )
+    return Measurement(profile=engine.profile, cutoff=cutoff, ranks=ranks, suite=evaluation)

@@ -1,0 +1,280 @@
+"""Known-item probes: queries made of a live memory's salient terms, with that memory as the answer.
+
+The probe set lives in state.db (``guard_probes``) so the same probes are measured night after night.
+It is built deterministically from live working memories, stratified over (session, source) so that
+no single conversation or channel dominates it, and refreshed as memories come and go: a probe whose
+memory is no longer live is retired (and reported), free places are filled, and a stratum that has
+none yet takes a place from the most represented one.
+
+A probe's query is three of its memory's moderately rare shared terms (each held by at least one
+other memory, so the ranking has work to do): the two rarest are left out of the query, since alone
+they would name the memory and hide any change in ranking; they and the next term are the probe's
+answer terms. (Measured on an aged conversation database: probes of the rarest terms did not see the
+recall collapse a tier-1 summary causes; these see it in MRR.) A returned item answers the
+probe when it is the memory itself, or when the text recall returned for it (as Mnemosyne cuts it)
+holds every answer term and every query term: a short, faithful summary counts, a 500-character cut
+of a long concatenation that lost the fact does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import apsw
+
+from mnemo_ops import database
+from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
+from mnemo_ops.database.fts_query import Vocabulary, salient_terms, tokens
+
+TABLE = "guard_probes"
+QUERY_TERMS = 3
+SKIPPED_RAREST = 2
+ANSWER_TERMS = 3
+MIN_CONTENT_CHARS = 40
+MAX_TERM_SHARE = 0.3
+"""A term held by more than this share of memories says too little to find one of them."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """One known-item probe."""
+
+    memory_id: str
+    session_id: str | None
+    source: str | None
+    query_terms: tuple[str, ...]
+    answer_terms: tuple[str, ...]
+
+    @property
+    def query(self) -> str:
+        """The query text sent to recall."""
+        return " ".join(self.query_terms)
+
+    def answered_by(self, item_id: str, returned_text: str) -> bool:
+        """True when a returned item answers the probe (see the module docstring)."""
+        if item_id == self.memory_id:
+            return True
+        held = set(tokens(returned_text, limit=4096))
+        return all(term in held for term in (*self.query_terms, *self.answer_terms))
+
+    def to_row(self, created_at: str) -> dict[str, Any]:
+        """The state.db row."""
+        return {
+            "memory_id": self.memory_id,
+            "session_id": self.session_id,
+            "source": self.source,
+            "query_terms": json.dumps(list(self.query_terms)),
+            "answer_terms": json.dumps(list(self.answer_terms)),
+            "created_at": created_at,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Probe:
+        """A probe read back from state.db."""
+        return cls(
+            memory_id=row["memory_id"],
+            session_id=row["session_id"],
+            source=row["source"],
+            query_terms=tuple(json.loads(row["query_terms"])),
+            answer_terms=tuple(json.loads(row["answer_terms"])),
+        )
+
+
+@dataclasses.dataclass
+class Refresh:
+    """What a refresh did to the stored probe set."""
+
+    probes: list[Probe]
+    added: list[Probe] = dataclasses.field(default_factory=list)
+    retired: list[str] = dataclasses.field(default_factory=list)
+
+    def to_stats(self) -> dict[str, int]:
+        """Counts for the result's stats."""
+        return {"probes": len(self.probes), "added": len(self.added), "retired": len(self.retired)}
+
+
+def _order_key(*parts: Any) -> str:
+    """A stable pseudo-random order (sha256), the same on every machine and run."""
+    return hashlib.sha256("\x1f".join(str(part) for part in parts).encode()).hexdigest()
+
+
+def _stratum(session_id: str | None, source: str | None) -> tuple[str, str]:
+    return (session_id or "", source or "")
+
+
+def strata_count(connection: apsw.Connection) -> int:
+    """How many (session, source) strata the live working memories form."""
+    return connection.execute(
+        "SELECT count(*) FROM (SELECT DISTINCT session_id, source FROM working_memory "
+        f"WHERE {database.live_condition()} AND length(content) >= ?)",
+        (local_timestamp(), MIN_CONTENT_CHARS),
+    ).fetchone()[0]
+
+
+def candidates(
+    connection: apsw.Connection, per_stratum: int
+) -> dict[tuple[str, str], list[tuple[str, str, str | None, str | None]]]:
+    """Up to `per_stratum` live working memories of each stratum: (id, content, session, source).
+
+    Memory ids are hashes, so the first rows of a stratum in id order are an unbiased, stable sample,
+    and the whole table is never held in memory.
+    """
+    chosen: dict[tuple[str, str], list[tuple[str, str, str | None, str | None]]] = {}
+    for row in connection.execute(
+        "SELECT id, content, session_id, source FROM working_memory "
+        f"WHERE {database.live_condition()} AND length(content) >= ? "
+        "ORDER BY session_id, source, id",
+        (local_timestamp(), MIN_CONTENT_CHARS),
+    ):
+        rows = chosen.setdefault(_stratum(row[2], row[3]), [])
+        if len(rows) < per_stratum:
+            rows.append(tuple(row))
+    return chosen
+
+
+def live_ids(connection: apsw.Connection, memory_ids: Iterable[str]) -> set[str]:
+    """Which of `memory_ids` are live working memories."""
+    wanted = list(memory_ids)
+    found: set[str] = set()
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        found.update(
+            row[0]
+            for row in connection.execute(
+                f"SELECT id FROM working_memory WHERE id IN ({','.join('?' * len(chunk))}) "
+                f"AND {database.live_condition()}",
+                (*chunk, local_timestamp()),
+            )
+        )
+    return found
+
+
+def make_probe(
+    memory_id: str, content: str, session_id: str | None, source: str | None, vocabulary: Vocabulary
+) -> Probe | None:
+    """The probe for one memory, or None when it has too few shared terms to make one."""
+    wanted = SKIPPED_RAREST + QUERY_TERMS + (ANSWER_TERMS - SKIPPED_RAREST)
+    terms = salient_terms(
+        content, vocabulary, limit=wanted, max_document_share=MAX_TERM_SHARE, min_documents=2
+    )
+    if len(terms) < wanted:
+        return None
+    query = terms[SKIPPED_RAREST : SKIPPED_RAREST + QUERY_TERMS]
+    answer = terms[:SKIPPED_RAREST] + terms[SKIPPED_RAREST + QUERY_TERMS :]
+    return Probe(
+        memory_id=memory_id,
+        session_id=session_id,
+        source=source,
+        query_terms=tuple(query),
+        answer_terms=tuple(answer),
+    )
+
+
+def select(
+    by_stratum: dict[tuple[str, str], list[tuple[str, str, str | None, str | None]]],
+    vocabulary: Vocabulary,
+    size: int,
+    keep: Sequence[Probe] = (),
+) -> tuple[list[Probe], list[Probe]]:
+    """The probe set of `size` for these live candidates, keeping `keep` where still fair.
+
+    Returns (probes, added). Deterministic: strata and rows are visited in sha256 order, places are
+    shared round-robin between strata, and a kept probe stays unless its stratum holds more than its
+    share while another stratum has none.
+    """
+    for rows in by_stratum.values():
+        rows.sort(key=lambda row: _order_key("probe", row[0]))
+    strata = sorted(
+        set(by_stratum) | {_stratum(p.session_id, p.source) for p in keep},
+        key=lambda key: _order_key("stratum", *key),
+    )
+    share = max(1, -(-size // max(1, len(strata))))  # ceil(size / strata)
+
+    kept_by_stratum: dict[tuple[str, str], list[Probe]] = {}
+    for probe in keep:
+        kept_by_stratum.setdefault(_stratum(probe.session_id, probe.source), []).append(probe)
+    chosen: dict[tuple[str, str], list[Probe]] = {}
+    for key in strata:
+        # Over its share, a stratum sheds its probes last in sha order first.
+        kept = sorted(kept_by_stratum.get(key, []), key=lambda p: _order_key("probe", p.memory_id))
+        chosen[key] = kept[:share]
+
+    added: list[Probe] = []
+    cursors = {key: 0 for key in strata}
+    while sum(len(probes) for probes in chosen.values()) < size:
+        progressed = False
+        for key in strata:
+            if sum(len(probes) for probes in chosen.values()) >= size:
+                break
+            rows = by_stratum.get(key, [])
+            taken = {probe.memory_id for probe in chosen[key]}
+            while cursors[key] < len(rows):
+                memory_id, content, session_id, source = rows[cursors[key]]
+                cursors[key] += 1
+                if memory_id in taken:
+                    continue
+                probe = make_probe(memory_id, content, session_id, source, vocabulary)
+                if probe is not None:
+                    chosen[key].append(probe)
+                    added.append(probe)
+                    progressed = True
+                    break
+        if not progressed:
+            break
+    probes = [probe for key in strata for probe in chosen[key]]
+    return probes, added
+
+
+def ensure_table(state_db) -> None:
+    """Create ``guard_probes`` (state.db; never in a dry run)."""
+    state_db[TABLE].create(
+        {
+            "memory_id": str,
+            "session_id": str,
+            "source": str,
+            "query_terms": str,
+            "answer_terms": str,
+            "created_at": str,
+        },
+        pk="memory_id",
+        if_not_exists=True,
+    )
+
+
+def stored(state_db) -> list[Probe]:
+    """The probes kept in state.db (none when it or the table does not exist)."""
+    if state_db is None or TABLE not in state_db.table_names():
+        return []
+    return [
+        Probe.from_row(dict(row))
+        for row in state_db.query(f"SELECT * FROM {TABLE} ORDER BY memory_id")
+    ]
+
+
+def refresh(connection: apsw.Connection, state_db, size: int) -> Refresh:
+    """Bring the stored probe set up to date with the live memories behind `connection`.
+
+    `state_db` may be None (nothing stored, nothing written: a dry run's view).
+    """
+    existing = stored(state_db)
+    alive = live_ids(connection, [probe.memory_id for probe in existing])
+    still = [probe for probe in existing if probe.memory_id in alive]
+    share = max(1, -(-size // max(1, strata_count(connection))))
+    # A few more rows than the share, since some rows have too few shared terms to make a probe.
+    pool = candidates(connection, share + 20)
+    vocabulary = Vocabulary(connection)
+    probes, added = select(pool, vocabulary, size, keep=still)
+    kept_ids = {probe.memory_id for probe in probes}
+    retired = [probe.memory_id for probe in existing if probe.memory_id not in kept_ids]
+    if state_db is not None and (added or retired):
+        ensure_table(state_db)
+        created = isoformat(utc_now())
+        with state_db.conn:
+            for memory_id in retired:
+                state_db.execute(f"DELETE FROM {TABLE} WHERE memory_id = ?", [memory_id])
+            state_db[TABLE].insert_all([probe.to_row(created) for probe in added], replace=True)
+    return Refresh(probes=probes, added=added, retired=retired)

@@ -1,0 +1,328 @@
+"""The runner's recall guard: try the job's change on a trial copy, and let it reach the live database
+only when recall stays within tolerance.
+
+Steps, for a real run of a job whose manifest says ``guard: recall`` (dry runs change nothing and are
+not guarded):
+
+1. Fingerprint what the change depends on; a change refused with the same fingerprint is not tried
+   again (``--force`` tries it anyway).
+2. Copy the database (one read snapshot), state.db and, when the job writes them, the memory blocks
+   into ``<state_dir>/guard/trial-<stamp>/``.
+3. Refresh the probe set from the copy (kept in the live state.db) and measure recall on the copy.
+4. Run the job on the copy, exactly as it would run (no checkpoint, no monitoring), and measure again.
+5. Decide (``verdict``), record the decision (``history``), remove the copy. A refused change fails
+   the run (exit 1) with the figures, and the live database is never touched.
+
+A run killed at any point leaves the live files as they were; the next run removes the old copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mnemo_ops import database
+from mnemo_ops.core.clock import isoformat, utc_now
+from mnemo_ops.core.context import JobContext
+from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.core.results import JobResult, Severity
+from mnemo_ops.database.snapshot import snapshot_database
+from mnemo_ops.evaluation.suite import load_suite
+from mnemo_ops.guard import history, probes
+from mnemo_ops.guard.measure import measure
+from mnemo_ops.guard.verdict import Tolerances, decide
+from mnemo_ops.private_files import ensure_private_dir
+from mnemo_ops.settings import Settings
+
+GUARD_DIR = "guard"
+TRIAL_PREFIX = "trial-"
+SPACE_MARGIN = 1.5
+"""Free space wanted for a trial, as a multiple of the database, its WAL and state.db together."""
+REFUSAL_FIX = (
+    "read 'When the recall guard refuses' in the README; mnemo-ops run JOB --force retries"
+)
+
+
+@dataclasses.dataclass
+class Trial:
+    """The copies a trial runs on, and the settings that point the job at them."""
+
+    folder: Path
+    settings: Settings
+
+    @property
+    def db_path(self) -> Path:
+        """The trial copy of the memory database."""
+        return self.settings.db_path
+
+    def remove(self) -> None:
+        """Remove the copies (they hold the user's memories: nothing stays behind)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def guard_folder(settings: Settings) -> Path:
+    """``<state_dir>/guard``: where trials are made (0700)."""
+    return settings.state_dir / GUARD_DIR
+
+
+def remove_stale_trials(settings: Settings) -> int:
+    """Remove trial copies a killed run left behind (the writer lock says no trial runs now)."""
+    folder = guard_folder(settings)
+    removed = 0
+    if folder.is_dir() and not folder.is_symlink():
+        for entry in folder.iterdir():
+            if entry.name.startswith(TRIAL_PREFIX) and entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+                removed += 1
+    return removed
+
+
+def _needed_bytes(settings: Settings) -> int:
+    total = 0
+    for path in (
+        settings.db_path,
+        Path(f"{settings.db_path}-wal"),
+        settings.state_db_path,
+    ):
+        if path.exists():
+            total += path.stat().st_size
+    return int(total * SPACE_MARGIN)
+
+
+def _copy_state(source: Path, target: Path) -> None:
+    """Copy state.db (ours; rollback journal) through SQLite's backup API."""
+    if not source.exists():
+        return
+    reader = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    writer = sqlite3.connect(target)
+    try:
+        reader.backup(writer)
+    finally:
+        writer.close()
+        reader.close()
+
+
+def make_trial(settings: Settings, copy_blocks: bool) -> Trial:
+    """Copy the database, state.db and (when the job writes them) the memory blocks for a trial."""
+    folder = ensure_private_dir(guard_folder(settings))
+    free = shutil.disk_usage(folder).free
+    needed = _needed_bytes(settings)
+    if free < needed:
+        raise MnemoOpsError(
+            f"the recall guard needs {needed // (1 << 20)} MiB free in {folder} for its trial copy, "
+            f"{free // (1 << 20)} MiB are; nothing was changed"
+        )
+    trial_folder = ensure_private_dir(folder / f"{TRIAL_PREFIX}{utc_now():%Y%m%dT%H%M%S%fZ}")
+    db_path = snapshot_database(settings.db_path, trial_folder / "data")
+    state_dir = ensure_private_dir(trial_folder / "state")
+    _copy_state(settings.state_db_path, state_dir / "state.db")
+    blocks = settings.memory_blocks_dir
+    if copy_blocks:
+        blocks = trial_folder / "memory_blocks"
+        if settings.memory_blocks_dir.is_dir() and not settings.memory_blocks_dir.is_symlink():
+            shutil.copytree(settings.memory_blocks_dir, blocks, symlinks=True)
+        else:
+            ensure_private_dir(blocks)
+    trial_settings = dataclasses.replace(
+        settings, db_path=db_path, state_dir=state_dir, memory_blocks_dir=blocks
+    )
+    return Trial(folder=trial_folder, settings=trial_settings)
+
+
+def _suite(settings: Settings):
+    """The user's eval suite, when the guard should measure it and it exists."""
+    if not settings.option("guard.eval_suite"):
+        return None
+    configured = settings.option("retrieval_eval.suite")
+    path = (
+        Path(configured).expanduser() if configured else settings.state_dir / "eval" / "suite.jsonl"
+    )
+    return load_suite(path) if path.is_file() else None
+
+
+def _live_ids(db_path: Path, memory_ids: list[str]) -> set[str]:
+    connection = database.open_memory_db(db_path, readonly=True)
+    try:
+        return probes.live_ids(connection, memory_ids)
+    finally:
+        connection.close()
+
+
+def _measure_or_refuse(settings: Settings, db_path: Path, probe_set, suite, progress):
+    """Measure, or stop the run: a change whose effect on recall cannot be measured is not made."""
+    try:
+        return measure(settings, db_path, probe_set, suite, progress)
+    except MnemoOpsError as error:
+        raise MnemoOpsError(
+            f"the recall guard could not measure recall ({error.message}); nothing was changed"
+        ) from None
+
+
+class RecallGuard:
+    """``RunHooks.guards["recall"]``: the trial described in the module docstring."""
+
+    name = "recall"
+
+    def trial(self, ctx: JobContext, job: Callable[[JobContext], Any]) -> bool:
+        """Try `job` on a trial copy; return True when the real run may go ahead.
+
+        Records its figures in ``ctx.result.stats["guard"]`` and, on a refusal, fails the result.
+        """
+        settings = ctx.settings
+        if not settings.option("guard.enabled"):
+            ctx.result.stats["guard"] = {"verdict": "off"}
+            ctx.warn(
+                "recall-guard-off", "the recall guard is off (guard.enabled: false)", Severity.INFO
+            )
+            return True
+        started = time.monotonic()
+        remove_stale_trials(settings)
+        live = ctx.open_db(readonly=True)
+        try:
+            fingerprint = history.fingerprint(ctx.job, settings.options, live)
+        finally:
+            live.close()
+        state_db = ctx.open_state()
+        try:
+            previous = history.latest(state_db, ctx.job)
+            if (
+                previous is not None
+                and previous["verdict"] in ("refused", "not-retried")
+                and previous["fingerprint"] == fingerprint
+                and not ctx.force
+            ):
+                return self._not_retried(ctx, state_db, previous, fingerprint)
+            return self._try(ctx, job, state_db, fingerprint, started)
+        finally:
+            state_db.close()
+
+    def _try(self, ctx: JobContext, job, state_db, fingerprint: str, started: float) -> bool:
+        settings = ctx.settings
+        trial = make_trial(settings, copy_blocks="memory_blocks" in ctx.manifest.writes)
+        try:
+            connection = database.open_memory_db(trial.db_path, readonly=True)
+            try:
+                refreshed = probes.refresh(
+                    connection, state_db, int(settings.option("guard.probes"))
+                )
+            finally:
+                connection.close()
+            suite = _suite(settings)
+            with ctx.progress.bar("recall guard: before", total=len(refreshed.probes)) as bar:
+                before = _measure_or_refuse(
+                    settings, trial.db_path, refreshed.probes, suite, bar.advance
+                )
+            trial_result = self._run_on_copy(ctx, job, trial)
+            with ctx.progress.bar("recall guard: after", total=len(refreshed.probes)) as bar:
+                after = _measure_or_refuse(
+                    settings, trial.db_path, refreshed.probes, suite, bar.advance
+                )
+            live_after = _live_ids(trial.db_path, [probe.memory_id for probe in refreshed.probes])
+        finally:
+            trial.remove()
+        verdict = decide(
+            refreshed.probes, before, after, live_after, Tolerances.from_settings(settings)
+        )
+        figures = verdict.to_stats()
+        figures.update(
+            {
+                "profile": before.profile,
+                "cutoff": before.cutoff,
+                "probe_set": refreshed.to_stats(),
+                "trial": {
+                    "status": str(trial_result.status),
+                    "error": trial_result.error,
+                    "changes": trial_result.changes,
+                },
+                "seconds": round(time.monotonic() - started, 2),
+            }
+        )
+        ctx.result.stats["guard"] = figures
+        history.record(
+            state_db,
+            ctx.job,
+            isoformat(ctx.result.started_at),
+            figures["verdict"],
+            fingerprint,
+            before.profile,
+            figures,
+        )
+        if verdict.accepted:
+            return True
+        self._refuse(ctx, figures)
+        return False
+
+    def _run_on_copy(self, ctx: JobContext, job, trial: Trial) -> JobResult:
+        """The job on the trial copy: its own result, no checkpoint, no monitoring, no ledger row."""
+        result = JobResult(job=ctx.job, db=str(trial.db_path))
+        trial_ctx = JobContext(
+            settings=trial.settings,
+            manifest=ctx.manifest,
+            dry_run=False,
+            result=result,
+            force=ctx.force,
+            options=dict(ctx.options),
+            run_options=dict(ctx.run_options),
+            progress=ctx.progress,
+        )
+        try:
+            job(trial_ctx)
+        except (
+            Exception
+        ) as error:  # judged by its effect on recall; the real run reports its own failure
+            message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+            result.fail(message)
+        return result.finish()
+
+    def _refuse(self, ctx: JobContext, figures: dict[str, Any]) -> None:
+        broken = "; ".join(
+            f"{probe['query']!r} (memory {probe['memory_id']}, session {probe['session']})"
+            for probe in figures["newly_failing"][:5]
+        )
+        ctx.warn(
+            "recall-guard-refused",
+            "; ".join(figures["problems"]) + (f"; first broken probes: {broken}" if broken else ""),
+            Severity.ERROR,
+            fix=REFUSAL_FIX.replace("JOB", ctx.job),
+        )
+        before, after = figures["before"], figures["after"]
+        summary = ", ".join(
+            f"{name} {before[name]:.3f} -> {after.get(name, 0):.3f}" for name in before
+        )
+        ctx.result.fail(
+            f"recall guard refused the change ({summary}); the live database was not changed"
+        )
+
+    def _not_retried(
+        self, ctx: JobContext, state_db, previous: dict[str, Any], fingerprint: str
+    ) -> bool:
+        figures = dict(previous["figures"])
+        figures["verdict"] = "not-retried"
+        figures["refused_at"] = previous["figures"].get("refused_at") or previous["run_at"]
+        ctx.result.stats["guard"] = figures
+        history.record(
+            state_db,
+            ctx.job,
+            isoformat(ctx.result.started_at),
+            "not-retried",
+            fingerprint,
+            previous.get("profile") or "",
+            figures,
+        )
+        ctx.warn(
+            "recall-guard-not-retried",
+            f"the change was refused on {figures['refused_at']} and nothing it depends on has changed "
+            "since (config, Mnemosyne version, memories); not tried again",
+            Severity.ERROR,
+            fix=REFUSAL_FIX.replace("JOB", ctx.job),
+        )
+        ctx.result.fail(
+            f"recall guard: refused on {figures['refused_at']} ({'; '.join(figures.get('problems', []))}); "
+            "not retried: nothing changed since"
+        )
+        return False

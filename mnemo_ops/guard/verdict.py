@@ -1,0 +1,142 @@
+"""Before against after: does the change keep recall within tolerance?
+
+A change is refused when, on the probes whose answer is still live afterwards, recall@k or MRR@k
+falls by more than its tolerance, or more probes than ``max_newly_failing`` were answered before and
+are not now; the same holds for the user's eval suite. A probe whose own answer the job closed (a
+forgetting stage archives it on purpose) is reported as forgotten, not as a regression: the rules
+that archive decide those. A suite case is never excused that way: the user said it matters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from mnemo_ops.guard.measure import Measurement
+from mnemo_ops.guard.probes import Probe
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+    """The ``guard`` config section's limits."""
+
+    recall: float
+    mrr: float
+    max_newly_failing: int
+
+    @classmethod
+    def from_settings(cls, settings) -> Tolerances:
+        """Read the limits from the settings schema."""
+        return cls(
+            recall=float(settings.option("guard.recall_tolerance")),
+            mrr=float(settings.option("guard.mrr_tolerance")),
+            max_newly_failing=int(settings.option("guard.max_newly_failing")),
+        )
+
+
+@dataclasses.dataclass
+class Verdict:
+    """The decision and everything a person needs to read it."""
+
+    accepted: bool
+    before: dict[str, float]
+    after: dict[str, float]
+    problems: list[str]
+    newly_failing: list[Probe]
+    forgotten: list[str]
+    suite_before: dict[str, float] | None = None
+    suite_after: dict[str, float] | None = None
+    suite_newly_failing: list[str] = dataclasses.field(default_factory=list)
+
+    def to_stats(self) -> dict[str, Any]:
+        """The JSON form kept in the result's stats and the guard history."""
+        data: dict[str, Any] = {
+            "verdict": "ok" if self.accepted else "refused",
+            "before": self.before,
+            "after": self.after,
+            "problems": self.problems,
+            "newly_failing": [
+                {"memory_id": probe.memory_id, "query": probe.query, "session": probe.session_id}
+                for probe in self.newly_failing[:20]
+            ],
+            "newly_failing_count": len(self.newly_failing),
+            "forgotten": len(self.forgotten),
+        }
+        if self.suite_before is not None:
+            data["suite"] = {
+                "before": self.suite_before,
+                "after": self.suite_after,
+                "newly_failing": self.suite_newly_failing[:20],
+            }
+        return data
+
+
+def _subset_metrics(ranks: dict[str, int | None], keys: list[str], cutoff: int) -> dict[str, float]:
+    subset = Measurement(profile="", cutoff=cutoff, ranks={key: ranks[key] for key in keys})
+    return subset.metrics()
+
+
+def _drops(
+    label: str,
+    before: dict[str, float],
+    after: dict[str, float],
+    tolerances: Tolerances,
+) -> list[str]:
+    problems = []
+    for name, value in before.items():
+        limit = tolerances.recall if name.startswith("recall") else tolerances.mrr
+        now = after.get(name, 0.0)
+        if value - now > limit + 1e-12:
+            problems.append(
+                f"{label} {name} fell from {value:.3f} to {now:.3f} (tolerance {limit})"
+            )
+    return problems
+
+
+def decide(
+    probes: list[Probe],
+    before: Measurement,
+    after: Measurement,
+    live_after: set[str],
+    tolerances: Tolerances,
+) -> Verdict:
+    """Compare `before` with `after` (see the module docstring); `live_after` holds the memory ids
+    still live in the database after the change."""
+    forgotten = [probe.memory_id for probe in probes if probe.memory_id not in live_after]
+    kept = [probe for probe in probes if probe.memory_id in live_after]
+    keys = [probe.memory_id for probe in kept]
+    before_metrics = _subset_metrics(before.ranks, keys, before.cutoff)
+    after_metrics = _subset_metrics(after.ranks, keys, after.cutoff)
+    newly_failing = [
+        probe
+        for probe in kept
+        if before.ranks[probe.memory_id] and not after.ranks[probe.memory_id]
+    ]
+    problems = _drops("probe", before_metrics, after_metrics, tolerances)
+    if len(newly_failing) > tolerances.max_newly_failing:
+        problems.append(
+            f"{len(newly_failing)} probes answered before are not now "
+            f"(at most {tolerances.max_newly_failing} allowed)"
+        )
+    verdict = Verdict(
+        accepted=True,
+        before=before_metrics,
+        after=after_metrics,
+        problems=problems,
+        newly_failing=newly_failing,
+        forgotten=forgotten,
+    )
+    if before.suite is not None and after.suite is not None:
+        verdict.suite_before = before.suite.metrics
+        verdict.suite_after = after.suite.metrics
+        was = {outcome.case.id for outcome in before.suite.outcomes if outcome.score.passed}
+        now = {outcome.case.id for outcome in after.suite.outcomes if outcome.score.passed}
+        verdict.suite_newly_failing = sorted(was - now)
+        problems += _drops("eval suite", before.suite.metrics, after.suite.metrics, tolerances)
+        if len(verdict.suite_newly_failing) > tolerances.max_newly_failing:
+            problems.append(
+                f"{len(verdict.suite_newly_failing)} eval cases passed before and fail now "
+                f"(at most {tolerances.max_newly_failing} allowed)"
+            )
+    verdict.accepted = not problems
+    return verdict
