@@ -51,20 +51,39 @@ def sample_template(tmp_path_factory) -> SampleLayout:
     return build_sample(tmp_path_factory.mktemp("sample-template"))
 
 
-@pytest.fixture
-def sample(sample_template, tmp_path) -> SampleLayout:
-    """A private copy of the sample home for one test."""
-    target = tmp_path / "sample"
-    shutil.copytree(sample_template.directory, target, symlinks=True)
+def copy_home(template: SampleLayout, target) -> SampleLayout:
+    """A private copy of a built home (sample or conversations) at `target`."""
+    shutil.copytree(template.directory, target, symlinks=True)
     layout = SampleLayout(target)
     # Mnemosyne seeded config.yaml with the template's absolute data_dir, and its config wins over the
     # environment: point the copy at itself so no test ever writes into the shared template.
     config = layout.data_dir / "config.yaml"
     if config.exists():
-        config.write_text(
-            config.read_text().replace(str(sample_template.data_dir), str(layout.data_dir))
-        )
+        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
     return layout
+
+
+@pytest.fixture
+def sample(sample_template, tmp_path) -> SampleLayout:
+    """A private copy of the sample home for one test."""
+    return copy_home(sample_template, tmp_path / "sample")
+
+
+@pytest.fixture(scope="session")
+def conversations_template(tmp_path_factory) -> SampleLayout:
+    """An aged multi-session conversation home (900 turns in 6 sessions) with its eval suite,
+    written once per session through the real Mnemosyne API (``samples/conversations.py``)."""
+    from mnemo_ops.samples.conversations import build
+
+    return build(
+        tmp_path_factory.mktemp("conversations-template"), sessions=6, turns_per_session=150
+    )
+
+
+@pytest.fixture
+def conversations(conversations_template, tmp_path) -> SampleLayout:
+    """A private copy of the aged conversation home for one test."""
+    return copy_home(conversations_template, tmp_path / "conversations")
 
 
 @pytest.fixture

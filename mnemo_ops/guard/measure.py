@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.evaluation.engines.base import Query
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine
 from mnemo_ops.evaluation.evaluate import Evaluation, score_suite, suite_queries
@@ -29,6 +30,8 @@ class Measurement:
     cutoff: int
     ranks: dict[str, int | None]
     suite: Evaluation | None = None
+    error: str | None = None
+    """Set when Mnemosyne could not recall at all (every probe counts as missed)."""
 
     @property
     def recall(self) -> float:
@@ -54,6 +57,8 @@ class Measurement:
     def to_stats(self) -> dict[str, Any]:
         """The figures for the result's stats and the guard history."""
         data: dict[str, Any] = {"probes": len(self.ranks), **self.metrics()}
+        if self.error:
+            data["error"] = self.error
         if self.suite is not None:
             data["suite"] = {
                 "path": str(self.suite.suite.path),
@@ -95,11 +100,21 @@ def measure(
     suite_k, case_queries = (
         suite_queries(suite, default_k=settings.option("retrieval_eval.k")) if suite else (0, [])
     )
-    ranked = (
-        engine.recall_many(queries + case_queries, progress=progress)
-        if queries or case_queries
-        else []
-    )
+    try:
+        ranked = (
+            engine.recall_many(queries + case_queries, progress=progress)
+            if queries or case_queries
+            else []
+        )
+    except MnemoOpsError as error:
+        # Mnemosyne cannot recall from this database at all (e.g. damage it trips over): nothing
+        # the agent asks for reaches it, which is what the measurement records.
+        return Measurement(
+            profile=engine.profile,
+            cutoff=cutoff,
+            ranks={probe.memory_id: None for probe in probes},
+            error=error.message,
+        )
     ranks = {
         probe.memory_id: probe_rank(probe, retrieved, cutoff)
         for probe, retrieved in zip(probes, ranked[: len(queries)])

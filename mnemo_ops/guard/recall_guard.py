@@ -26,6 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import apsw
+
 from mnemo_ops import database
 from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
@@ -118,7 +120,14 @@ def make_trial(settings: Settings, copy_blocks: bool) -> Trial:
             f"{free // (1 << 20)} MiB are; nothing was changed"
         )
     trial_folder = ensure_private_dir(folder / f"{TRIAL_PREFIX}{utc_now():%Y%m%dT%H%M%S%fZ}")
-    db_path = snapshot_database(settings.db_path, trial_folder / "data")
+    try:
+        db_path = snapshot_database(settings.db_path, trial_folder / "data")
+    except apsw.Error as error:
+        shutil.rmtree(trial_folder, ignore_errors=True)
+        raise MnemoOpsError(
+            f"the recall guard could not copy {settings.db_path} for its trial ({error}); nothing "
+            "was changed; mnemo-ops run monthly-maintenance checks the file and names the fix"
+        ) from None
     state_dir = ensure_private_dir(trial_folder / "state")
     _copy_state(settings.state_db_path, state_dir / "state.db")
     blocks = settings.memory_blocks_dir
@@ -151,16 +160,6 @@ def _live_ids(db_path: Path, memory_ids: list[str]) -> set[str]:
         return probes.live_ids(connection, memory_ids)
     finally:
         connection.close()
-
-
-def _measure_or_refuse(settings: Settings, db_path: Path, probe_set, suite, progress):
-    """Measure, or stop the run: a change whose effect on recall cannot be measured is not made."""
-    try:
-        return measure(settings, db_path, probe_set, suite, progress)
-    except MnemoOpsError as error:
-        raise MnemoOpsError(
-            f"the recall guard could not measure recall ({error.message}); nothing was changed"
-        ) from None
 
 
 class RecallGuard:
@@ -214,14 +213,10 @@ class RecallGuard:
                 connection.close()
             suite = _suite(settings)
             with ctx.progress.bar("recall guard: before", total=len(refreshed.probes)) as bar:
-                before = _measure_or_refuse(
-                    settings, trial.db_path, refreshed.probes, suite, bar.advance
-                )
+                before = measure(settings, trial.db_path, refreshed.probes, suite, bar.advance)
             trial_result = self._run_on_copy(ctx, job, trial)
             with ctx.progress.bar("recall guard: after", total=len(refreshed.probes)) as bar:
-                after = _measure_or_refuse(
-                    settings, trial.db_path, refreshed.probes, suite, bar.advance
-                )
+                after = measure(settings, trial.db_path, refreshed.probes, suite, bar.advance)
             live_after = _live_ids(trial.db_path, [probe.memory_id for probe in refreshed.probes])
         finally:
             trial.remove()

@@ -93,6 +93,25 @@ def _drops(
     return problems
 
 
+def _without_recall(probes: list[Probe], before: Measurement, after: Measurement) -> Verdict:
+    """When Mnemosyne could not recall before or after the change.
+
+    Unable before: the agent already gets nothing, so the change cannot make recall worse (it may
+    be the repair). Able before and unable after: the change broke recall, and is refused.
+    """
+    problems = []
+    if after.error and not before.error:
+        problems.append(f"Mnemosyne cannot recall after the change: {after.error}")
+    return Verdict(
+        accepted=not problems,
+        before={**before.metrics(), **({"error": before.error} if before.error else {})},
+        after={**after.metrics(), **({"error": after.error} if after.error else {})},
+        problems=problems,
+        newly_failing=[p for p in probes if before.ranks.get(p.memory_id) and after.error],
+        forgotten=[],
+    )
+
+
 def decide(
     probes: list[Probe],
     before: Measurement,
@@ -102,6 +121,8 @@ def decide(
 ) -> Verdict:
     """Compare `before` with `after` (see the module docstring); `live_after` holds the memory ids
     still live in the database after the change."""
+    if before.error or after.error:
+        return _without_recall(probes, before, after)
     forgotten = [probe.memory_id for probe in probes if probe.memory_id not in live_after]
     kept = [probe for probe in probes if probe.memory_id in live_after]
     keys = [probe.memory_id for probe in kept]

@@ -7,6 +7,7 @@ the core never imports a job or a domain package. Commands call `run_job` here.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from types import ModuleType
 from typing import Any
@@ -59,6 +60,9 @@ def run_job(
 ) -> JobResult:
     """Run job `name` now through the runner (see ``mnemo_ops.core.runner.run_job``)."""
     module = load_job(name)
+    # A job may check the live database before anything else (the recall guard's trial included).
+    own = getattr(module, "preflight", None)
+    hooks = dataclasses.replace(HOOKS, preflight=(*HOOKS.preflight, own)) if own else HOOKS
     return runner.run_job(
         settings,
         name,
@@ -68,5 +72,5 @@ def run_job(
         wait_s=wait_s,
         options=options,
         show_progress=show_progress,
-        hooks=HOOKS,
+        hooks=hooks,
     )

@@ -18,7 +18,7 @@ import apsw
 from mnemo_ops import database
 from mnemo_ops.checkpoints.catalog import newest_verified_checkpoint, restore_command
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import DatabaseError
+from mnemo_ops.core.errors import DatabaseError, MnemoOpsError
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.integrity import checks, repairs
 from mnemo_ops.integrity.embedding import load_embedder
@@ -174,6 +174,26 @@ def _reembed(ctx: JobContext, connection: apsw.Connection, memory_ids: list[str]
             "vectors-reembed-failed", f"re-embedding stopped after {stored} rows: {error}", "error"
         )
     return stored
+
+
+def preflight(ctx: JobContext) -> None:
+    """Before the recall guard's trial: a database that fails ``integrity_check`` gets no writes.
+
+    The finding (critical, with the restore command) is made here, on the live file, because a
+    damaged file may not even copy for the trial. Raises MnemoOpsError (exit 1) to stop the run.
+    """
+    if ctx.dry_run:
+        return  # the dry run's own audit reports it the same way
+    # Opened as the job opens it (read-write, only read): the last connection to close removes the
+    # WAL, where a read-only one would leave an empty WAL file beside the damaged database.
+    connection = ctx.open_db()
+    try:
+        core_problems, _fts_lines = checks.sqlite_integrity(connection)
+    finally:
+        connection.close()
+    if core_problems:
+        refuse_damaged(ctx, core_problems)
+        raise MnemoOpsError(ctx.result.error)
 
 
 def run(ctx: JobContext) -> JobResult:
