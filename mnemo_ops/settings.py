@@ -184,7 +184,10 @@ SCHEMA: dict[str, Any] = {
     "scheduling": {
         "hermes": {
             "deliver": Option(
-                str, "local", help="Hermes delivery target: local, origin, telegram:<chat>, ..."
+                str,
+                None,
+                help="Hermes delivery target (local, origin, telegram:<chat>, ...); unset: each "
+                "installed job keeps its own, a new one gets Hermes' default (local)",
             ),
             "lock_wait_seconds": Option(
                 (int, float), 30, "non_negative", "wait this long for cron/.jobs.lock, then exit 75"

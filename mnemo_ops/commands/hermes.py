@@ -25,8 +25,10 @@ EXIT_CODES = (
 def _request(deliver: str | None, wait: float | None) -> hermes_cron.InstallRequest:
     settings = CURRENT.settings
     deliver = deliver if deliver is not None else settings.option("scheduling.hermes.deliver")
-    if not deliver or any(character.isspace() for character in deliver):
-        raise UsageError(f"--deliver must be a Hermes delivery target such as local, got {deliver!r}")
+    if deliver is not None and (not deliver or any(character.isspace() for character in deliver)):
+        raise UsageError(
+            f"--deliver must be a Hermes delivery target such as local, got {deliver!r}"
+        )
     manifests = {
         name: manifest
         for name, manifest in effective_manifests(settings).items()
@@ -40,7 +42,9 @@ def _request(deliver: str | None, wait: float | None) -> hermes_cron.InstallRequ
         disabled={name for name in JOB_NAMES if not settings.job_option(name, "enabled")},
         report_since=settings.option("scheduling.hermes.report_since"),
         now=local_now().astimezone(zone),
-        lock_wait_s=settings.option("scheduling.hermes.lock_wait_seconds") if wait is None else wait,
+        lock_wait_s=settings.option("scheduling.hermes.lock_wait_seconds")
+        if wait is None
+        else wait,
         environ=dict(os.environ),
     )
 
@@ -89,8 +93,8 @@ def register(app: typer.Typer) -> None:
     deliver_option = typer.Option(
         None,
         "--deliver",
-        help="Where Hermes delivers output: local, origin, telegram:<chat>, ... "
-        "(default: config scheduling.hermes.deliver, local).",
+        help="Where Hermes delivers output: local, origin, telegram:<chat>, ... (default: config "
+        "scheduling.hermes.deliver; unset, installed jobs keep theirs and new ones get local).",
         metavar="TARGET",
     )
     wait_option = typer.Option(
@@ -125,7 +129,7 @@ def register(app: typer.Typer) -> None:
                 "script": hermes_cron.script_reference(job),
                 "no_agent": True,
                 "schedule": {"kind": "cron", "expr": manifest.schedule},
-                "deliver": request.deliver,
+                "deliver": request.deliver or hermes_cron.HERMES_DEFAULT_DELIVER,
                 "enabled": job not in request.disabled,
             }
             for job, manifest in request.manifests.items()
@@ -210,7 +214,9 @@ def register(app: typer.Typer) -> None:
                     + (f": {row['last_error']}" if row["last_error"] else ""),
                 )
             console.print(table)
-            console.print(f"other jobs in jobs.json (not ours): {data['foreign_jobs']}", markup=False)
+            console.print(
+                f"other jobs in jobs.json (not ours): {data['foreign_jobs']}", markup=False
+            )
             for warning in data["warnings"]:
                 console.print(f"warning: {warning}", markup=False)
 

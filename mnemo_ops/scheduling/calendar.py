@@ -134,8 +134,10 @@ def parse(expression: str, job: str) -> CronFields:
     # croniter counts a field as restricted unless it is exactly "*"; cron daemons unless it starts
     # with "*". Where both are restricted in one reading only, the two disagree: refuse.
     dom_restricted, dow_restricted = day_of_month != "*", day_of_week != "*"
-    if dom_restricted and dow_restricted and (
-        day_of_month.startswith("*") or day_of_week.startswith("*")
+    if (
+        dom_restricted
+        and dow_restricted
+        and (day_of_month.startswith("*") or day_of_week.startswith("*"))
     ):
         refuse(
             "day of month and day of week are both set and one starts with '*': cron daemons "

@@ -53,6 +53,8 @@ REPORT_JOB = "nightly-selfcare"
 """The job that writes the morning report; its script also delivers ``report --quiet-if-ok``."""
 CONFIG_PAUSE_REASON = "disabled in the mnemo-ops config (jobs.<job>.enabled: false)"
 DEFAULT_SCRIPT_TIMEOUT_S = 3600
+HERMES_DEFAULT_DELIVER = "local"
+"""Hermes' own default target for a job created without an origin."""
 OWNED_FIELDS = ("name", "prompt", "script", "no_agent", "schedule", "schedule_display", "deliver")
 """The fields install sets on an entry of ours; every other field is Hermes' (id, state, last_*...)."""
 
@@ -254,7 +256,9 @@ def compose_jobs_text(
         if parts:
             neighbours = index is not None and previous is not None and index == previous + 1
             parts.append(separators[index - 1] if neighbours else default_separator)
-        parts.append(document.entry_text(index) if index is not None else _indented(value, element_indent))
+        parts.append(
+            document.entry_text(index) if index is not None else _indented(value, element_indent)
+        )
         previous = index
     array = "[" + (opening + "".join(parts) + closing if parts else "") + "]"
     new_text = text[:start] + array + text[end:]
@@ -351,7 +355,7 @@ def render_script(job: str, command: list[str], report_since: str) -> str:
         "",
         f"errors=$({run_line} 2>&1 >/dev/null)",
         "status=$?",
-        "if [ \"$status\" -ne 0 ] && [ \"$status\" -ne 75 ]; then",
+        'if [ "$status" -ne 0 ] && [ "$status" -ne 75 ]; then',
         "    line=$(printf '%s\\n' \"$errors\" | grep '^mnemo-ops: ' | tail -n 1)",
         f'    printf \'%s (exit %s)\\n\' "${{line:-mnemo-ops: {job} failed}}" "$status"',
     ]
@@ -367,11 +371,11 @@ def render_script(job: str, command: list[str], report_since: str) -> str:
         "# its stdout goes out as it is, its stderr is kept for a one-line error (exit 2).",
         f"{{ report_errors=$({report_line} 2>&1 1>&3 3>&-); }} 3>&1",
         "report_status=$?",
-        "if [ \"$report_status\" -gt 1 ]; then",
+        'if [ "$report_status" -gt 1 ]; then',
         "    line=$(printf '%s\\n' \"$report_errors\" | grep '^mnemo-ops: ' | tail -n 1)",
-        "    printf '%s (exit %s)\\n' \"${line:-mnemo-ops: report failed}\" \"$report_status\"",
+        '    printf \'%s (exit %s)\\n\' "${line:-mnemo-ops: report failed}" "$report_status"',
         "fi",
-        "if [ \"$status\" -ne 0 ] && [ \"$status\" -ne 75 ]; then",
+        'if [ "$status" -ne 0 ] && [ "$status" -ne 75 ]; then',
         '    exit "$status"',
         "fi",
         'exit "$report_status"',
@@ -380,7 +384,9 @@ def render_script(job: str, command: list[str], report_since: str) -> str:
     return "\n".join(lines)
 
 
-def new_entry(job: str, manifest: JobManifest, deliver: str, now: datetime) -> dict[str, Any]:
+def new_entry(
+    job: str, manifest: JobManifest, deliver: str | None, now: datetime
+) -> dict[str, Any]:
     """A fresh jobs.json entry for `job`, with every field Hermes' own create_job writes."""
     stamp = now.isoformat()
     return {
@@ -406,7 +412,7 @@ def new_entry(job: str, manifest: JobManifest, deliver: str, now: datetime) -> d
         "last_run_at": None,
         "last_status": None,
         "last_error": None,
-        "deliver": deliver,
+        "deliver": deliver or HERMES_DEFAULT_DELIVER,
         "origin": None,
     }
 
@@ -415,11 +421,13 @@ def updated_entry(
     existing: dict[str, Any] | None,
     job: str,
     manifest: JobManifest,
-    deliver: str,
+    deliver: str | None,
     enabled: bool,
     now: datetime,
 ) -> dict[str, Any]:
     """`existing` (or a new entry) with the fields we own set; Hermes' own fields are kept.
+
+    `deliver` None keeps the entry's own target (a new entry gets Hermes' default).
 
     A job disabled in our config is paused with our reason; a pause the user gave in Hermes is left
     alone, and only our own pause is lifted when the config enables the job again.
@@ -433,7 +441,7 @@ def updated_entry(
         no_agent=True,
         schedule={"kind": "cron", "expr": manifest.schedule, "display": manifest.schedule},
         schedule_display=manifest.schedule,
-        deliver=deliver,
+        deliver=deliver or entry.get("deliver") or HERMES_DEFAULT_DELIVER,
     )
     next_run = croniter(manifest.schedule, now).get_next(datetime).isoformat()
     if not enabled:
@@ -448,7 +456,11 @@ def updated_entry(
         return entry
     if not entry.get("enabled", True) and entry.get("paused_reason") == CONFIG_PAUSE_REASON:
         entry.update(
-            enabled=True, state="scheduled", paused_at=None, paused_reason=None, next_run_at=next_run
+            enabled=True,
+            state="scheduled",
+            paused_at=None,
+            paused_reason=None,
+            next_run_at=next_run,
         )
     elif entry.get("enabled", True) and (
         old_expression != manifest.schedule or not entry.get("next_run_at")
@@ -548,7 +560,9 @@ def _script_changes(paths: HermesPaths, scripts: dict[str, str]) -> list[ScriptC
         except FileNotFoundError:
             current = None
         if current is not None and SCRIPT_MARKER not in current:
-            raise MnemoOpsError(f"{path} exists and was not written by mnemo-ops; move it away first")
+            raise MnemoOpsError(
+                f"{path} exists and was not written by mnemo-ops; move it away first"
+            )
         action = "create" if current is None else ("unchanged" if current == text else "update")
         changes.append(ScriptChange(job, path, action, text))
     return changes
@@ -621,7 +635,7 @@ class InstallRequest:
 
     manifests: dict[str, JobManifest]
     command: list[str]
-    deliver: str
+    deliver: str | None
     disabled: set[str]
     report_since: str
     now: datetime
@@ -716,7 +730,7 @@ def _write_scripts(paths: HermesPaths, scripts: list[ScriptChange]) -> None:
         if change.action in ("create", "update"):
             for folder in (paths.scripts_dir, paths.our_scripts_dir):
                 refuse_symlink(folder)
-                folder.mkdir(exist_ok=True, mode=0o700)
+                folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             refuse_symlink(change.path)
             write_atomic(change.path, change.text.encode("utf-8"))
             os.chmod(change.path, 0o700)
