@@ -32,7 +32,8 @@ FOREIGN = """{
       "deliver": "telegram:42",
       "custom_field": [1, 2.50, {"nested": true}]
     },
-    {"id": "0123456789ab", "name": "tidy", "no_agent": true, "script": "tidy.sh",   "schedule": {"kind": "interval", "minutes": 30}},
+    {"id": "0123456789ab", "name": "tidy", "no_agent": true, "script": "tidy.sh",   "schedule":
+      {"kind": "interval", "minutes": 30}},
     "a stray string someone left here"
   ],
   "updated_at": "2026-11-01T08:00:00+00:00"
