@@ -17,6 +17,7 @@ from mnemo_ops.commands import (
     report,
     run,
     status,
+    systemd,
     topics,
     trigger,
 )
@@ -84,6 +85,7 @@ COMMAND_MODULES = (
     doctor,
     cron,
     hermes,
+    systemd,
     demo,
     backup,
     trigger,
