@@ -39,7 +39,7 @@ import yaml
 from croniter import croniter
 
 from mnemo_ops.core.clock import local_now
-from mnemo_ops.core.errors import LockHeldError, MnemoOpsError
+from mnemo_ops.core.errors import LockHeldError, MnemoOpsError, UsageError
 from mnemo_ops.core.manifests import JobManifest
 from mnemo_ops.private_files import fsync_path, refuse_symlink, write_atomic
 from mnemo_ops.scheduling.invocation import shell_line
@@ -649,6 +649,10 @@ def _plan(
     request: InstallRequest | None,
 ) -> tuple[HermesPlan, str]:
     """The plan for `document`: install `request`, or uninstall when `request` is None."""
+    if request is not None and not paths.hermes_home.is_dir():
+        raise UsageError(
+            f"no Hermes home at {paths.hermes_home}: set HERMES_HOME (or hermes_home in the config)"
+        )
     stamp = (request.now if request else local_now().astimezone()).isoformat()
     wanted: dict[str, dict[str, Any]] = {}
     scripts: list[ScriptChange] = []
@@ -760,16 +764,15 @@ def _write_record(paths: HermesPaths, document: JobsDocument, after: str) -> Non
 def apply_install(paths: HermesPaths, request: InstallRequest) -> HermesPlan:
     """Install: scripts first (an entry never points at a missing script), then jobs.json under
     Hermes' lock, re-read once the lock is held so a concurrent writer's change is never lost."""
-    preview = plan_install(paths, request)
-    _write_scripts(paths, preview.scripts)
+    plan_install(paths, request)  # a malformed jobs.json stops here, before anything is written
     with jobs_lock(paths, request.lock_wait_s):
         document = read_jobs_document(paths)
         plan, _ = _plan(paths, document, request)
+        _write_scripts(paths, plan.scripts)
         if plan.jobs_file_changed:
             write_atomic(paths.jobs_file, plan.after.encode("utf-8"))
             _write_record(paths, document, plan.after)
-    _remove_scripts(paths, preview.scripts)
-    plan.scripts = preview.scripts  # the scripts as they were before this install wrote them
+    _remove_scripts(paths, plan.scripts)
     return plan
 
 

@@ -304,9 +304,13 @@ def test_uninstall_of_a_file_rewritten_by_hermes_keeps_every_other_job(home):
     assert after["updated_at"] != "2026-12-01T00:00:00+01:00"  # a fresh stamp, not the old one
 
 
-def test_install_creates_jobs_json_in_a_fresh_home(tmp_path):
+def test_install_creates_jobs_json_in_a_fresh_home_and_refuses_a_missing_one(tmp_path):
     hermes_home = tmp_path / "fresh"
     env = {"HOME": str(tmp_path), "HERMES_HOME": str(hermes_home)}
+    missing = hermes(env, "hermes", "install")
+    assert missing.returncode == 2 and "no Hermes home" in missing.stderr
+    assert not hermes_home.exists()  # a mistyped HERMES_HOME never grows a stray tree
+    hermes_home.mkdir()
     result = hermes(env, "hermes", "install")
     assert result.returncode == 0, result.stderr
     data = json.loads((hermes_home / "cron" / "jobs.json").read_text())
@@ -320,7 +324,12 @@ def test_status_and_render(home):
     paths, env = home
     status = json.loads(hermes(env, "--json", "hermes", "status").stdout)
     assert status["foreign_jobs"] == 3 and not any(row["installed"] for row in status["jobs"])
-    assert hermes(env, "hermes", "install", "--deliver", "telegram:99").returncode == 0
+    installed = hermes(env, "--json", "hermes", "install", "--deliver", "telegram:99")
+    assert installed.returncode == 0
+    if "monthly-maintenance" in implemented():  # 7200 s against Hermes' 3600 s script timeout
+        assert any("monthly-maintenance" in w for w in json.loads(installed.stdout)["warnings"])
+    (paths.hermes_home / "config.yaml").write_text("cron:\n  script_timeout_seconds: 9000\n")
+    assert json.loads(hermes(env, "--json", "hermes", "status").stdout)["warnings"] == []
     status = json.loads(hermes(env, "--json", "hermes", "status").stdout)
     assert all(row["installed"] and row["up_to_date"] for row in status["jobs"])
     assert {row["deliver"] for row in status["jobs"]} == {"telegram:99"}

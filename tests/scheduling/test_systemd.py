@@ -330,3 +330,20 @@ def test_install_for_other_homes_enables_template_instances(tmp_path, fake_syste
     enable = next(call for call in _calls(log) if "enable" in call)
     assert "mnemo-ops-backup@srv-agents-eli-.hermes.timer" in enable
     assert len(enable) == 2 + 2 * len(implemented())
+
+
+def test_a_symlinked_unit_or_unit_folder_is_never_followed(tmp_path, fake_systemctl):
+    log, env = fake_systemctl
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.service").write_text("[Service]\nExecStart=/bin/true\n")
+    folder = tmp_path / "units"
+    folder.mkdir()
+    (folder / "mnemo-ops-backup.timer").symlink_to(elsewhere / "keep.service")
+    result = run_cli(None, "systemd", "install", "--unit-dir", str(folder), env=env)
+    assert result.returncode == 1 and "symlink" in result.stderr
+    linked = tmp_path / "linked-units"
+    linked.symlink_to(elsewhere)
+    result = run_cli(None, "systemd", "install", "--unit-dir", str(linked), env=env)
+    assert result.returncode == 1 and "symlink" in result.stderr
+    assert [path.name for path in elsewhere.iterdir()] == ["keep.service"] and not _calls(log)
