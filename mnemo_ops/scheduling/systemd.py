@@ -393,15 +393,21 @@ def _run(command: list[str]) -> None:
 def apply_install(plan: SystemdPlan, units: list[UnitFile]) -> None:
     """Write the files (0644, atomically), remove stale ones of ours, then call systemctl."""
     rendered = {unit.name: unit for unit in units}
-    plan.directory.mkdir(parents=True, exist_ok=True, mode=0o755)
-    for change in plan.files:
-        path = plan.directory / change.name
-        if change.action in ("create", "update"):
-            write_atomic(path, rendered[change.name].text.encode("utf-8"))
-            os.chmod(path, 0o644)  # systemd reads unit files as the user manager or root
-        elif change.action == "remove" and _is_ours(path):
-            path.unlink()
-    fsync_path(plan.directory)
+    try:
+        plan.directory.mkdir(parents=True, exist_ok=True, mode=0o755)
+        for change in plan.files:
+            path = plan.directory / change.name
+            if change.action in ("create", "update"):
+                write_atomic(path, rendered[change.name].text.encode("utf-8"))
+                os.chmod(path, 0o644)  # systemd reads unit files as the user manager or root
+            elif change.action == "remove" and _is_ours(path):
+                path.unlink()
+        fsync_path(plan.directory)
+    except PermissionError as error:
+        raise MnemoOpsError(
+            f"cannot write {error.filename or plan.directory}: permission denied "
+            "(system units need root; --user installs your own)"
+        ) from None
     for command in plan.commands:
         _run(command)
 

@@ -414,3 +414,36 @@ def test_the_report_job_delivers_the_report_only_when_something_needs_the_user(s
     assert run_cli(sample, "run", "nightly-selfcare").returncode in (0, 1)
     config_text = Path(paths.script_path("nightly-selfcare")).read_text()
     assert "--quiet-if-ok" in config_text and "--since 24h" in config_text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        FOREIGN,
+        '{"updated_at": "x", "jobs": [{"id": "a"}, {"id": "b"}], "extra": 1}',
+        '{\n    "jobs": [],\n    "updated_at": "2026-01-01"\n}',
+        '\ufeff{"jobs":[{"id":"a"}]}',
+    ],
+)
+def test_text_edits_keep_every_byte_they_do_not_change(tmp_path, text):
+    path = tmp_path / "jobs.json"
+    document = hermes_cron.parse_jobs_text(path, text)
+    kept = [(index, value) for index, value in enumerate(document.entries)]
+    stamp = "2026-12-01T00:00:00+01:00"
+    unchanged = hermes_cron.compose_jobs_text(document, kept, stamp)
+    if document.updated_at_span is None:
+        assert unchanged == text
+    ours = {"id": "ffffffffffff", "script": "mnemo-ops/backup.sh", "name": "mnemo-ops backup"}
+    added = hermes_cron.compose_jobs_text(document, [*kept, (None, ours)], stamp)
+    parsed = hermes_cron.parse_jobs_text(path, added)
+    assert parsed.entries == [*document.entries, ours]
+    assert json.loads(added.lstrip("\ufeff")).get("updated_at", stamp) == stamp
+    for index in range(len(document.entries)):
+        assert parsed.entry_text(index) == document.entry_text(index)
+    # Taking ours out again gives the earlier array back, byte for byte.
+    back = hermes_cron.compose_jobs_text(
+        parsed, [(index, value) for index, value in enumerate(parsed.entries[:-1])], stamp
+    )
+    start, end = document.array_span
+    again = hermes_cron.parse_jobs_text(path, back)
+    assert back[again.array_span[0] : again.array_span[1]] == text[start:end]
