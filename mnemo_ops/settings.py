@@ -207,6 +207,59 @@ SCHEMA: dict[str, Any] = {
     },
     "self_reflection": {},
     "memory_block_migrate": {},
+    # Where the jobs are scheduled (`mnemo-ops hermes|systemd|kubernetes ...`); all render from the
+    # same manifests as `cron render`.
+    "scheduling": {
+        "hermes": {
+            "deliver": Option(
+                str,
+                None,
+                help="Hermes delivery target (local, origin, telegram:<chat>, ...); unset: each "
+                "installed job keeps its own, a new one gets Hermes' default (local)",
+            ),
+            "lock_wait_seconds": Option(
+                (int, float), 30, "non_negative", "wait this long for cron/.jobs.lock, then exit 75"
+            ),
+            "report_since": Option(
+                str, "24h", help="the period of the morning report delivered after nightly-selfcare"
+            ),
+        },
+        "systemd": {
+            "randomized_delay_seconds": Option(
+                int, 300, "non_negative", "RandomizedDelaySec of every timer"
+            ),
+            "nice": Option(int, 10, help="Nice= of the heavy jobs' services (-20..19)"),
+            "idle_jobs": Option(
+                list,
+                [
+                    "backup",
+                    "memory-maintain",
+                    "evening-batch",
+                    "retrieval-eval",
+                    "monthly-maintenance",
+                    "self-reflection",
+                ],
+                item_kind=str,
+                help="the heavy jobs: Nice= and IOSchedulingClass=idle",
+            ),
+        },
+        "kubernetes": {
+            "image": Option(
+                str, "mnemo-ops:latest", help="container image with mnemo-ops installed"
+            ),
+            "namespace": Option(str, "default", help="namespace of the CronJobs"),
+            "claim": Option(str, None, help="PersistentVolumeClaim holding the Hermes home"),
+            "mount_path": Option(str, "/hermes", help="where the claim is mounted (HERMES_HOME)"),
+            "time_zone": Option(
+                str, None, help="CronJob spec.timeZone (unset: the controller's, usually UTC)"
+            ),
+            "starting_deadline_seconds": Option(
+                int, 600, "positive", "a run that cannot start this late is skipped"
+            ),
+            "successful_jobs_history_limit": Option(int, 3, "non_negative"),
+            "failed_jobs_history_limit": Option(int, 3, "non_negative"),
+        },
+    },
 }
 
 

@@ -44,7 +44,8 @@ class AppState:
     @property
     def err_console(self) -> Console:
         """Where warnings and errors go: stderr."""
-        return Console(stderr=True, highlight=False)
+        # soft_wrap: one message stays one line (cron mails and Hermes alerts quote it whole).
+        return Console(stderr=True, highlight=False, soft_wrap=True)
 
     @property
     def show_progress(self) -> bool:

@@ -2,37 +2,25 @@
 
 from __future__ import annotations
 
-import shutil
-import sys
-from pathlib import Path
-
 import typer
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import crontab
+from mnemo_ops.scheduling.invocation import installed_command, path_arguments
 from mnemo_ops.settings import JOB_NAMES
 
 
-def _rendered(command: str, with_paths: bool) -> str:
+def _rendered(command: list[str], with_paths: bool) -> str:
     settings = CURRENT.settings
-    global_args: list[str] = []
-    if with_paths:
-        global_args = ["--db", str(settings.db_path), "--state-dir", str(settings.state_dir)]
-        if settings.config_file:
-            global_args += ["--config", str(settings.config_file)]
+    global_args = command[1:] + (path_arguments(settings) if with_paths else [])
     disabled = {name for name in JOB_NAMES if not settings.job_option(name, "enabled")}
     return crontab.render(
-        effective_manifests(settings), command=command, global_args=global_args, disabled=disabled
+        effective_manifests(settings),
+        command=command[0],
+        global_args=global_args,
+        disabled=disabled,
     )
-
-
-def _installed_command() -> str:
-    """The absolute path of this mnemo-ops executable (cron's PATH is minimal)."""
-    found = shutil.which("mnemo-ops")
-    if found:
-        return str(Path(found).resolve())
-    return f"{sys.executable} -m mnemo_ops"
 
 
 def register(app: typer.Typer) -> None:
@@ -52,7 +40,7 @@ def register(app: typer.Typer) -> None:
     def render_command(
         command: str = typer.Option("mnemo-ops", "--command", help="The program cron should call."),
     ) -> None:
-        text = _rendered(command, with_paths=False)
+        text = _rendered([command], with_paths=False)
         emit({"crontab": text}, lambda console: console.file.write(text))
 
     def _apply(new_text_for, dry_run: bool, action: str) -> None:
@@ -86,7 +74,8 @@ def register(app: typer.Typer) -> None:
             None, "--command", help="The program cron should call (default: this one)."
         ),
     ) -> None:
-        rendered = _rendered(command or _installed_command(), with_paths=True)
+        # The absolute path of this mnemo-ops (cron's PATH is minimal), or `python -m mnemo_ops`.
+        rendered = _rendered([command] if command else installed_command(), with_paths=True)
         _apply(lambda current: crontab.with_block(current, rendered), dry_run, "install")
 
     @cron_app.command(

@@ -1,4 +1,4 @@
-"""``mnemo-ops jobs``: each job's schedule, last run, status and next run."""
+"""``mnemo-ops jobs``: each job's schedule, last run, status, next run, and where it is installed."""
 
 from __future__ import annotations
 
@@ -6,7 +6,29 @@ import typer
 from rich.table import Table
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.scheduling.installations import duplicates, installations
 from mnemo_ops.scheduling.job_table import job_table
+
+UNINSTALL = {
+    "crontab": "mnemo-ops cron uninstall",
+    "hermes": "mnemo-ops hermes uninstall",
+    "systemd": "mnemo-ops systemd uninstall",
+}
+
+
+def _twice_warning(job: str, places: list) -> dict:
+    schedulers = sorted({place.scheduler for place in places})
+    names = ", ".join(place.where for place in places)
+    fix = " or ".join(f"`{UNINSTALL[name]}`" for name in schedulers)
+    return {
+        "code": "job-installed-twice",
+        "severity": "warning",
+        "job": job,
+        "message": (
+            f"{job} is installed {len(places)} times for this database ({names}): the schedulers "
+            f"race for the writer lock at every slot; keep one ({fix})"
+        ),
+    }
 
 
 def register(app: typer.Typer) -> None:
@@ -14,15 +36,22 @@ def register(app: typer.Typer) -> None:
 
     @app.command(
         "jobs",
-        help="List the jobs with schedule, last run, status and next run.\n\nExample: mnemo-ops jobs",
+        help="List the jobs with schedule, last run, status, next run and where each is installed "
+        "(crontab, Hermes cron, systemd); warns when a job is installed twice for one database.\n\n"
+        "Example: mnemo-ops jobs",
     )
     @handle_errors
     def jobs_command() -> None:
-        rows = job_table(CURRENT.settings)
+        settings = CURRENT.settings
+        rows = job_table(settings)
+        found = installations(settings)
+        for row in rows:
+            row["installed"] = [item.to_dict() for item in found if item.job == row["job"]]
+        warnings = [_twice_warning(job, places) for job, places in duplicates(found).items()]
 
         def text(console) -> None:
             table = Table(title="mnemo-ops jobs")
-            for column in ("job", "schedule", "last run", "status", "next run"):
+            for column in ("job", "schedule", "last run", "status", "next run", "installed"):
                 table.add_column(column)
             for row in rows:
                 status = row["last_status"] or "-"
@@ -32,9 +61,20 @@ def register(app: typer.Typer) -> None:
                     status = "disabled"
                 elif row["overdue"]:
                     status += " (overdue)"
+                places = [
+                    item["scheduler"] + ("" if item["active"] else " (off)")
+                    for item in row["installed"]
+                ]
                 table.add_row(
-                    row["job"], row["schedule"], row["last_run"] or "never", status, row["next_run"]
+                    row["job"],
+                    row["schedule"],
+                    row["last_run"] or "never",
+                    status,
+                    row["next_run"],
+                    ", ".join(places) or "-",
                 )
             console.print(table)
+            for warning in warnings:
+                CURRENT.err_console.print(f"mnemo-ops: warning: {warning['message']}", markup=False)
 
-        emit({"jobs": rows}, text)
+        emit({"jobs": rows, "warnings": warnings}, text)

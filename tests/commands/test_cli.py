@@ -27,6 +27,9 @@ GROUPS = [
     "capture",
     "report",
     "topics",
+    "hermes",
+    "systemd",
+    "kubernetes",
 ]
 
 
@@ -38,7 +41,24 @@ def test_help_lists_commands():
 
 
 @pytest.mark.parametrize(
-    "command", ["run", "jobs", "status", "doctor", "demo", "cron render", "cron install"]
+    "command",
+    [
+        "run",
+        "jobs",
+        "status",
+        "doctor",
+        "demo",
+        "cron render",
+        "cron install",
+        "hermes render",
+        "hermes install",
+        "hermes uninstall",
+        "hermes status",
+        "systemd render",
+        "systemd install",
+        "systemd uninstall",
+        "kubernetes render",
+    ],
 )
 def test_every_command_help_has_an_example(command):
     result = run_cli(None, *command.split(), "--help")

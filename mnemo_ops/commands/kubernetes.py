@@ -1,0 +1,70 @@
+"""``mnemo-ops kubernetes render``: CronJob manifests for an agent whose Hermes home is on a volume."""
+
+from __future__ import annotations
+
+import typer
+
+from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.core.manifests import effective_manifests
+from mnemo_ops.scheduling import kubernetes
+from mnemo_ops.settings import JOB_NAMES
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``kubernetes`` command group."""
+    kubernetes_app = typer.Typer(
+        help="The jobs as Kubernetes CronJobs, one set per agent volume.", no_args_is_help=True
+    )
+    app.add_typer(kubernetes_app, name="kubernetes")
+
+    @kubernetes_app.command(
+        "render",
+        help="Print one CronJob per job (YAML for kubectl apply -f -; --json for one object) for "
+        "the agent whose Hermes home is on the PersistentVolumeClaim --claim. Writes nothing.\n\n"
+        "Exit codes: 0 ok, 2 usage or config error (no claim, a name too long).\n\n"
+        "Example: mnemo-ops kubernetes render --claim dana-hermes --image "
+        "registry.example/mnemo-ops:0.1 | kubectl apply -f -",
+    )
+    @handle_errors
+    def render_command(
+        claim: str = typer.Option(
+            None,
+            "--claim",
+            help="The PersistentVolumeClaim holding the Hermes home.",
+            metavar="NAME",
+        ),
+        agent: str = typer.Option(
+            None, "--agent", help="Names the CronJobs (default: the claim).", metavar="NAME"
+        ),
+        image: str = typer.Option(
+            None, "--image", help="Image with mnemo-ops on its PATH.", metavar="IMAGE"
+        ),
+        namespace: str = typer.Option(None, "--namespace", help="Namespace.", metavar="NAME"),
+    ) -> None:
+        settings = CURRENT.settings
+
+        def option(key: str, given):
+            return given if given is not None else settings.option(f"scheduling.kubernetes.{key}")
+
+        claim_name = option("claim", claim)
+        options = kubernetes.KubernetesOptions(
+            claim=claim_name or "",
+            agent=agent or claim_name or "",
+            image=option("image", image),
+            namespace=option("namespace", namespace),
+            mount_path=settings.option("scheduling.kubernetes.mount_path"),
+            time_zone=settings.option("scheduling.kubernetes.time_zone"),
+            starting_deadline_s=settings.option("scheduling.kubernetes.starting_deadline_seconds"),
+            successful_history=settings.option(
+                "scheduling.kubernetes.successful_jobs_history_limit"
+            ),
+            failed_history=settings.option("scheduling.kubernetes.failed_jobs_history_limit"),
+            disabled=frozenset(
+                name for name in JOB_NAMES if not settings.job_option(name, "enabled")
+            ),
+        )
+        documents = kubernetes.render(effective_manifests(settings), options)
+        emit(
+            {"kind": "List", "apiVersion": "v1", "items": documents},
+            lambda console: console.file.write(kubernetes.to_yaml(documents)),
+        )

@@ -1,0 +1,158 @@
+"""The jobs as Kubernetes CronJobs, for an agent whose Hermes home lives on a PersistentVolumeClaim.
+
+One CronJob per job and agent volume: the pod mounts the claim at ``mount_path`` (HERMES_HOME), so
+mnemo-ops finds the database and its state dir there as it does on a laptop, and the writer lock
+(a flock in that state dir) still serialises the jobs of one database. ``concurrencyPolicy:
+Forbid`` keeps a slow run from overlapping its own next slot; ``backoffLimit: 0`` leaves a failed
+run to the next slot (a retry at once would only meet the lock). Exit 75 (another writer held the
+lock) is a success: a Job has no SuccessExitStatus, so the container runs mnemo-ops through a fixed
+``sh -c`` line that maps 75 to 0 and takes every argument as ``"$@"``, never as shell text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from mnemo_ops.core.errors import UsageError
+from mnemo_ops.core.manifests import JobManifest
+
+ENTRYPOINT = 'mnemo-ops "$@"; status=$?; if [ "$status" -eq 75 ]; then exit 0; fi; exit "$status"'
+"""Maps exit 75 (skipped: lock held) to success; the arguments arrive as ``$@``."""
+DEADLINE_MARGIN_S = 300
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+MAX_CRONJOB_NAME = 52
+"""A CronJob's name is at most 52 characters (its Jobs append 11)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class KubernetesOptions:
+    """What the CronJobs are rendered with."""
+
+    claim: str
+    agent: str
+    image: str
+    namespace: str
+    mount_path: str
+    time_zone: str | None
+    starting_deadline_s: int
+    successful_history: int
+    failed_history: int
+    disabled: frozenset[str]
+
+
+def _check(options: KubernetesOptions) -> None:
+    if not options.claim:
+        raise UsageError(
+            "no PersistentVolumeClaim: pass --claim NAME (or set scheduling.kubernetes.claim)"
+        )
+    if not _LABEL.match(options.agent):
+        raise UsageError(
+            f"agent name {options.agent!r} is not a DNS label (lower-case letters, digits, '-'); "
+            "pass --agent NAME"
+        )
+    if not options.mount_path.startswith("/"):
+        raise UsageError(
+            f"scheduling.kubernetes.mount_path must be absolute: {options.mount_path!r}"
+        )
+    if options.time_zone:
+        try:
+            ZoneInfo(options.time_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UsageError(f"unknown time zone {options.time_zone!r}") from None
+
+
+def cronjob_name(agent: str, job: str) -> str:
+    """``mnemo-ops-<agent>-<job>``; UsageError (exit 2) past Kubernetes' 52 characters."""
+    name = f"mnemo-ops-{agent}-{job}"
+    if len(name) > MAX_CRONJOB_NAME:
+        raise UsageError(
+            f"CronJob name {name!r} is longer than {MAX_CRONJOB_NAME} characters; "
+            "pass a shorter --agent NAME"
+        )
+    return name
+
+
+def cronjob(job: str, manifest: JobManifest, options: KubernetesOptions) -> dict[str, Any]:
+    """The CronJob of `job` for one agent volume, as a plain dict (what ``kubectl apply`` reads)."""
+    labels = {
+        "app.kubernetes.io/name": "mnemo-ops",
+        "app.kubernetes.io/instance": options.agent,
+        "app.kubernetes.io/component": job,
+        "app.kubernetes.io/managed-by": "mnemo-ops",
+    }
+    container = {
+        "name": "mnemo-ops",
+        "image": options.image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", ENTRYPOINT, "mnemo-ops"],
+        "args": ["-q", "run", job],
+        "env": [
+            {"name": "HERMES_HOME", "value": options.mount_path},
+            {"name": "HOME", "value": "/tmp"},
+        ],
+        "volumeMounts": [
+            {"name": "hermes-home", "mountPath": options.mount_path},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    spec: dict[str, Any] = {
+        "schedule": manifest.schedule,
+        "concurrencyPolicy": "Forbid",
+        "startingDeadlineSeconds": options.starting_deadline_s,
+        "successfulJobsHistoryLimit": options.successful_history,
+        "failedJobsHistoryLimit": options.failed_history,
+        "suspend": job in options.disabled,
+        "jobTemplate": {
+            "metadata": {"labels": dict(labels)},  # copies: no YAML anchors in the output
+            "spec": {
+                "backoffLimit": 0,
+                "activeDeadlineSeconds": manifest.timeout + DEADLINE_MARGIN_S,
+                "template": {
+                    "metadata": {"labels": dict(labels)},
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "containers": [container],
+                        "volumes": [
+                            {
+                                "name": "hermes-home",
+                                "persistentVolumeClaim": {"claimName": options.claim},
+                            },
+                            {"name": "tmp", "emptyDir": {}},
+                        ],
+                    },
+                },
+            },
+        },
+    }
+    if options.time_zone:
+        spec["timeZone"] = options.time_zone
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": cronjob_name(options.agent, job),
+            "namespace": options.namespace,
+            "labels": labels,
+        },
+        "spec": spec,
+    }
+
+
+def render(manifests: dict[str, JobManifest], options: KubernetesOptions) -> list[dict[str, Any]]:
+    """One CronJob per implemented job (a job disabled in the config is rendered suspended)."""
+    _check(options)
+    return [
+        cronjob(job, manifest, options)
+        for job, manifest in manifests.items()
+        if manifest.implemented
+    ]
+
+
+def to_yaml(documents: list[dict[str, Any]]) -> str:
+    """The CronJobs as one multi-document YAML stream (``kubectl apply -f -``)."""
+    return yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True)
