@@ -262,6 +262,8 @@ def test_summaries_of_mnemosynes_own_sleep_are_repaired_and_recall_comes_back(
     assert within(unconsolidated, repaired, 0.02), (unconsolidated.metrics(), repaired.metrics())
     code, again = run_job(conversations, config=write_config(tmp_path))
     assert code == 0 and again["changes"]["summaries_repaired"] == 0  # idempotent
+    # Nothing written on the trial copy: recall cannot have changed and the guard measured nothing.
+    assert again["stats"]["guard"]["unchanged"] is True and "before" not in again["stats"]["guard"]
 
     # The originals were recorded: reverting puts Mnemosyne's values back.
     listed = json.loads(run_cli(conversations, "--json", "summaries", "list").stdout)
