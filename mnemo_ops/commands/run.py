@@ -101,8 +101,8 @@ def register(app: typer.Typer) -> None:
                         markup=False,
                     )
             if result.error and result.status == Status.FAILED:
-                CURRENT.err_console.print(
-                    f"mnemo-ops: {result.job} failed: {result.error}", markup=False
+                CURRENT.err_console.print(  # one unwrapped line, whatever the terminal width
+                    f"mnemo-ops: {result.job} failed: {result.error}", markup=False, soft_wrap=True
                 )
         if result.status == Status.SKIPPED and result.error and not CURRENT.json:
             CURRENT.err_console.print(f"mnemo-ops: skipped: {result.error}", markup=False)

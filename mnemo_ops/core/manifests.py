@@ -15,6 +15,7 @@ import yaml
 from croniter import croniter
 
 from mnemo_ops.core.errors import ConfigError, UsageError
+from mnemo_ops.database.versions import USAGES as MNEMOSYNE_USAGES
 from mnemo_ops.resources import resource_dir
 from mnemo_ops.settings import JOB_NAMES, Settings
 
@@ -28,7 +29,7 @@ WRITE_SCOPES = (
     "state",
 )
 CHECKPOINT_MODES = ("none", "before-write")
-_FIELDS = {"name", "schedule", "description", "writes", "checkpoint", "timeout"}
+_FIELDS = {"name", "schedule", "description", "writes", "checkpoint", "timeout", "mnemosyne"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +43,10 @@ class JobManifest:
     checkpoint: str
     timeout: int
     path: Path | None = None
+    # How the job uses Mnemosyne (optional key, default none): opens-database (the live database,
+    # through Mnemosyne's API), opens-snapshot (only private copies), uses-code (Mnemosyne's code on
+    # our own connections). The runner's version check (database/versions.preflight) reads it.
+    mnemosyne: str = "none"
 
     @property
     def module(self) -> str:
@@ -105,6 +110,9 @@ def _parse(path: Path, data: Any) -> JobManifest:
         or data["timeout"] <= 0
     ):
         raise ConfigError(f"{path}: key 'timeout' must be a positive number of seconds")
+    mnemosyne = data.get("mnemosyne", "none")
+    if mnemosyne not in MNEMOSYNE_USAGES:
+        raise ConfigError(f"{path}: key 'mnemosyne' must be one of {', '.join(MNEMOSYNE_USAGES)}")
     return JobManifest(
         name=name,
         schedule=schedule,
@@ -113,6 +121,7 @@ def _parse(path: Path, data: Any) -> JobManifest:
         checkpoint=data["checkpoint"],
         timeout=data["timeout"],
         path=path,
+        mnemosyne=mnemosyne,
     )
 
 
