@@ -39,7 +39,18 @@ def test_help_lists_commands():
 
 
 @pytest.mark.parametrize(
-    "command", ["run", "jobs", "status", "doctor", "demo", "cron render", "cron install"]
+    "command",
+    [
+        "run",
+        "jobs",
+        "status",
+        "doctor",
+        "demo",
+        "cron render",
+        "cron install",
+        "eval run",
+        "eval compare",
+    ],
 )
 def test_every_command_help_has_an_example(command):
     result = run_cli(None, *command.split(), "--help")

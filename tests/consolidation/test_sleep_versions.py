@@ -49,4 +49,3 @@ def test_the_eligible_rows_are_the_ones_mnemosynes_own_sleep_takes(sample):
     cutoff = datetime.fromisoformat(result["stats"]["consolidation"]["cutoff"])
     expected = (local_now if local_clock else utc_now) - timedelta(hours=hours)
     assert abs(cutoff - expected) < timedelta(minutes=5)
-
