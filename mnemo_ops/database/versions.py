@@ -27,7 +27,6 @@ import dataclasses
 import os
 import re
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
 
 from mnemo_ops.core.errors import DatabaseError, UsageError
@@ -177,9 +176,8 @@ def interpreter_version(python: str | Path, timeout_s: float = 60) -> str | None
     except (OSError, subprocess.TimeoutExpired) as error:
         raise UsageError(f"retrieval_eval.python: cannot run {path}: {error}") from None
     if completed.returncode != 0:
-        tail = (completed.stderr.strip().splitlines() or [f"exit status {completed.returncode}"])[
-            -1
-        ]
+        lines = completed.stderr.strip().splitlines()
+        tail = lines[-1] if lines else f"exit status {completed.returncode}"
         raise UsageError(f"retrieval_eval.python: {path} is not a working Python: {tail}")
     return completed.stdout.strip() or None
 
@@ -257,7 +255,7 @@ def judge(
     database: DatabaseLine,
     version: str | None,
     usage: str,
-    where: str = "installed",
+    python: str | Path | None = None,
 ) -> Verdict:
     """Decide whether Mnemosyne `version` may do `usage` (one of ``USAGES``) on `database`.
 
@@ -268,15 +266,18 @@ def judge(
       through Mnemosyne: refused (its initialisation would upgrade the schema beside the live agent).
     - `version` is of a line mnemo-ops does not know: allowed, with a warning (untested).
 
-    `where` names the interpreter in messages ("installed", or "the Mnemosyne of PATH").
+    `python` is the other interpreter whose Mnemosyne `version` is (None: the installed one); messages
+    name it, and say where to install.
     """
+    if python:
+        label, target = f"{DISTRIBUTION} {version} of {python}", f"for {python}"
+    else:
+        label, target = f"installed {DISTRIBUTION} {version}", "where mnemo-ops runs"
     if version is None:
+        where = f"installed for {python}" if python else "installed"
         return Verdict(
-            version,
-            database,
-            problem=f"{DISTRIBUTION} is not {where}: {LINES[-1].install_hint}",
+            version, database, problem=f"{DISTRIBUTION} is not {where}: {LINES[-1].install_hint}"
         )
-    label = f"{where} {DISTRIBUTION} {version}" if where == "installed" else f"{where} ({version})"
     try:
         key = line_key(version)
     except ValueError:
@@ -287,8 +288,7 @@ def judge(
             database,
             problem=(
                 f"database written by {database.describe()}; the {label} is older and must not "
-                f"open it: install {database.line.name} where mnemo-ops runs: "
-                f"{database.line.install_hint}"
+                f"open it: install {database.line.name} {target}: {database.line.install_hint}"
             ),
         )
     line = known_line(version)
@@ -309,33 +309,28 @@ def judge(
             problem=(
                 f"database written by {database.describe()}; the {label} would upgrade its schema "
                 f"beside the live agent: upgrade the agent's Mnemosyne first (it migrates the "
-                f"database when it starts), or install {database.line.name} where mnemo-ops runs: "
+                f"database when it starts), or install {database.line.name} {target}: "
                 f"{database.line.install_hint}"
             ),
         )
     return Verdict(version, database)
 
 
-def check_database(
-    db_path: Path, usage: str, python: str | Path | None = None, connection=None
-) -> Verdict:
-    """Judge the installed Mnemosyne (or that of `python`) against the database at `db_path`."""
+def check_database(db_path: Path, usage: str, python: str | Path | None = None) -> Verdict:
+    """Judge the installed Mnemosyne (or that of `python`) against the database at `db_path`.
+
+    The database is read through a read-only apsw connection, closed before this returns (the job
+    may then open it through Mnemosyne: one SQLite library per process per database).
+    """
     from mnemo_ops import database as memory_database
 
-    if python:
-        version = interpreter_version(python)
-        where = f"Mnemosyne of {python}"
-    else:
-        version, where = installed_version(), "installed"
-    own = connection is None
-    if own:
-        connection = memory_database.open_memory_db(db_path, readonly=True)
+    version = interpreter_version(python) if python else installed_version()
+    connection = memory_database.open_memory_db(db_path, readonly=True)
     try:
         found = database_line(connection)
     finally:
-        if own:
-            connection.close()
-    return judge(found, version, usage, where)
+        connection.close()
+    return judge(found, version, usage, python)
 
 
 def usage_of(manifest) -> str:
@@ -365,8 +360,3 @@ def preflight(ctx) -> None:
         raise DatabaseError(verdict.problem)
     if verdict.warning:
         ctx.warn("mnemosyne-untested", verdict.warning, "warning")
-
-
-def describe_lines(lines: Sequence[MnemosyneLine] = LINES) -> str:
-    """``3.15 (3.15.1), 4.0 (4.0.0b6)``."""
-    return ", ".join(f"{line.name} ({line.tested})" for line in lines)

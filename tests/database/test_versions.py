@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,21 @@ def test_a_user_version_marker_alone_is_evidence():
     connection.execute("PRAGMA user_version = 536870912")
     found = versions.database_line(connection)
     assert found.line.name == "4.0" and found.evidence == ("user_version bit 0x20000000",)
+
+
+def test_the_upgrade_gate_refuses_a_candidate_older_than_the_database(
+    sample, other_sample_template, other_mnemosyne, tmp_path
+):
+    newer, _, _, _ = _lines(sample, other_sample_template, other_mnemosyne, tmp_path)
+    older_python = sys.executable if versions.installed_line() == "3.15" else other_mnemosyne.python
+
+    completed = run_cli(
+        newer, "eval", "run", "--dry-run", "--suite", SUITE, "--python", str(older_python)
+    )
+
+    assert completed.returncode == 2, completed.stdout
+    message = _one_line(completed)
+    assert f"the mnemosyne-memory 3.15.1 of {older_python} is older and must not open it" in message
+    assert message.endswith(
+        f"install 4.0 for {older_python}: pip install 'mnemosyne-memory==4.0.0b6'"
+    )
