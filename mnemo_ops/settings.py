@@ -106,6 +106,11 @@ SCHEMA: dict[str, Any] = {
         ),
         "recall_options": Option(dict, {}, help="keyword arguments of Mnemosyne's recall"),
         "mnemosyne_environment": Option(dict, {}, help="extra MNEMOSYNE_* variables for recall"),
+        "python": Option(
+            str,
+            help="the Python whose Mnemosyne the mnemosyne engine runs (an upgrade candidate's "
+            "venv); unset: mnemo-ops' own",
+        ),
         "allow_suite_change": Option(
             bool, False, per_run=True, help="compare with a changed suite"
         ),

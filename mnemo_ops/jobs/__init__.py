@@ -3,6 +3,10 @@
 This package is where the application is put together: the runner of ``mnemo_ops.core`` gets the
 job's function, the pre-write checkpoint of ``mnemo_ops.checkpoints`` and the monitoring hooks, so
 the core never imports a job or a domain package. Commands call `run_job` here.
+
+Preflight: `database.versions.preflight` refuses (exit 2) a job that uses Mnemosyne when the
+installed Mnemosyne must not open the database (a newer one wrote it, or this one would upgrade its
+schema beside the live agent), before the lock's holder writes anything.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from mnemo_ops.core import runner
 from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.manifests import load_manifests
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.database import versions
 from mnemo_ops.guard.recall_guard import RecallGuard
 from mnemo_ops.settings import JOB_NAMES, Settings
 
@@ -25,6 +30,7 @@ HOOKS = runner.RunHooks(
     checkpoint=pre_write.take_for_job,
     monitors=monitoring.HOOKS,
     guards={"recall": RecallGuard()},
+    preflight=(versions.preflight,),
 )
 
 

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from mnemo_ops.samples.synthetic_memories import add_synthetic_memories
 from tests.jobs.test_memory_maintain import (
     copy_layout,
@@ -19,6 +21,10 @@ from tests.jobs.test_memory_maintain import (
     query,
     run_job,
 )
+
+# Slow, and about mnemo-ops' own file handling rather than Mnemosyne's behaviour: CI runs it on one
+# Mnemosyne line only (the "slow" marker, pyproject.toml).
+pytestmark = pytest.mark.slow
 
 JOB_ARGUMENTS = ("--option", "batch_size=20")
 
