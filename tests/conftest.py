@@ -54,17 +54,39 @@ def sample_template(tmp_path_factory) -> SampleLayout:
 @pytest.fixture
 def sample(sample_template, tmp_path) -> SampleLayout:
     """A private copy of the sample home for one test."""
-    target = tmp_path / "sample"
-    shutil.copytree(sample_template.directory, target, symlinks=True)
+    return copy_layout(sample_template, tmp_path / "sample")
+
+
+REALISTIC_ROWS = 50_000
+"""Rows of realistic generated text in the large shared fixture (issue 20: many batches per job)."""
+
+
+def copy_layout(template: SampleLayout, target) -> SampleLayout:
+    """A private copy of a sample home whose Mnemosyne config.yaml points at the copy itself."""
+    shutil.copytree(template.directory, target, symlinks=True)
     layout = SampleLayout(target)
     # Mnemosyne seeded config.yaml with the template's absolute data_dir, and its config wins over the
     # environment: point the copy at itself so no test ever writes into the shared template.
     config = layout.data_dir / "config.yaml"
     if config.exists():
-        config.write_text(
-            config.read_text().replace(str(sample_template.data_dir), str(layout.data_dir))
-        )
+        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
     return layout
+
+
+@pytest.fixture(scope="session")
+def realistic_template(sample_template, tmp_path_factory) -> SampleLayout:
+    """The sample home grown by REALISTIC_ROWS rows of realistic text, built once per session."""
+    from mnemo_ops.samples.realistic_memories import add_realistic_memories
+
+    layout = copy_layout(sample_template, tmp_path_factory.mktemp("realistic") / "home")
+    add_realistic_memories(layout.db_path, REALISTIC_ROWS, seed=20)
+    return layout
+
+
+@pytest.fixture
+def realistic(realistic_template, tmp_path) -> SampleLayout:
+    """A private copy of the realistic home for one test."""
+    return copy_layout(realistic_template, tmp_path / "realistic")
 
 
 @pytest.fixture

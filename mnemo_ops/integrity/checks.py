@@ -32,6 +32,7 @@ import apsw
 
 from mnemo_ops import database
 from mnemo_ops.core.clock import local_now
+from mnemo_ops.database import transactions
 
 REVIEW_SAMPLE = 10
 """How many ids a finding names before it says "and N more"."""
@@ -158,6 +159,7 @@ def fts_consistency_error(connection: apsw.Connection, table: str, attempts: int
                 raise
             time.sleep(0.05 * attempt)
             continue
+        acquired = time.monotonic()
         try:
             connection.execute(
                 f'INSERT INTO "{table}"("{table}", rank) VALUES (\'integrity-check\', 1)'
@@ -167,6 +169,10 @@ def fts_consistency_error(connection: apsw.Connection, table: str, attempts: int
             return str(error)
         finally:
             connection.execute("ROLLBACK")
+            # It holds the write lock for the whole check: timed like every write transaction.
+            transactions.current_meter().record(
+                f"{table} integrity-check", time.monotonic() - acquired, 0.0
+            )
     return None
 
 

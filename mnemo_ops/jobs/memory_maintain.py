@@ -85,7 +85,7 @@ def _owner(ctx: JobContext, connection) -> str:
     return installed.owner or ctx.settings.owner
 
 
-def _backstop(ctx: JobContext, connection, batch_size: int) -> None:
+def _backstop(ctx: JobContext, connection) -> None:
     owner = _owner(ctx, connection)
     now = local_timestamp()
     plan = backstop.plan(connection, owner, now)
@@ -103,7 +103,7 @@ def _backstop(ctx: JobContext, connection, batch_size: int) -> None:
         return
     if plan.close or plan.promote:
         ctx.before_write()
-    closed, promoted = backstop.apply(connection, owner, plan, now, batch_size=batch_size)
+    closed, promoted = backstop.apply(connection, owner, plan, now)
     ctx.count("canonical_closed", closed)
     ctx.count("canonical_promoted", promoted)
 
@@ -165,7 +165,7 @@ def run(ctx: JobContext) -> JobResult:
     options = link_options(ctx)
     connection = ctx.open_db()
     try:
-        _backstop(ctx, connection, options.batch_size)
+        _backstop(ctx, connection)
         _link(ctx, connection, options)
     finally:
         connection.close()

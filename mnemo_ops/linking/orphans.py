@@ -413,8 +413,9 @@ def link_orphans(run: LinkRun) -> LinkTotals:
     """Link orphans in id order from `run.start_after`, at most `options.max_rows`; return the totals.
 
     A dry run decides every row exactly as the real run would, holding the edges it would make in
-    memory so later rows see them; the real run writes each batch in one BEGIN IMMEDIATE transaction
-    (its decisions made inside it, so a concurrent writer's edges are respected).
+    memory so later rows see them; the real run writes each batch in BEGIN IMMEDIATE transactions
+    sized by time (``transactions.write_items``), each row decided inside one, so a concurrent
+    writer's edges are respected.
     """
     now = local_timestamp()
     connection, options = run.connection, run.options
@@ -443,8 +444,9 @@ def link_orphans(run: LinkRun) -> LinkTotals:
         else:
             if any(matches for _, matches in matched) and run.before_write is not None:
                 run.before_write()
-            outcomes = transactions.write_batch(
-                connection, lambda conn, matched=matched: _apply(conn, matched)
+            # Written in transactions sized by time (each row decided inside one), not per batch.
+            outcomes = transactions.write_items(
+                connection, matched, _apply_row, label="orphan linking"
             )
         for (row_id, _), (outcome, edges) in zip(batch, outcomes):
             totals.orphans_examined += 1
@@ -481,16 +483,14 @@ def _decide_dry(connection, planned: PlannedEdges, row_id: str, matches: list[Ma
     return outcome, edges
 
 
-def _apply(connection: apsw.Connection, matched: list[tuple[str, list[Match]]]):
-    # Repeatable (write_batch may rerun it after a busy rollback): all state is local.
-    batch_edges = PlannedEdges()
-    timestamp = local_timestamp()
-    outcomes = []
-    for row_id, matches in matched:
-        outcome, edges = decide(connection, batch_edges, row_id, matches)
-        if edges:
-            insert_edges(connection, edges, timestamp)
-            for source, target, _ in edges:
-                batch_edges.add(source, target)
-        outcomes.append((outcome, edges))
-    return outcomes
+def _apply_row(connection: apsw.Connection, row: tuple[str, list[Match]]):
+    """Decide one row inside the write transaction and insert its edges.
+
+    Repeatable (a busy rollback reruns the transaction): everything it reads is in the database,
+    which also holds the edges the transaction has inserted for earlier rows.
+    """
+    row_id, matches = row
+    outcome, edges = decide(connection, PlannedEdges(), row_id, matches)
+    if edges:
+        insert_edges(connection, edges, local_timestamp())
+    return outcome, edges

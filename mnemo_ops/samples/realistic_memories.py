@@ -360,3 +360,16 @@ def generated_documents(rows: int, seed: int, mean_turns: int = 150) -> list[tup
 
     generator = RealisticText(seed, expected_rows=rows)
     return [(row.session_id, tokens(row.content)) for row in generator.sessions(rows, mean_turns)]
+
+
+def build_realistic_sample(directory: Path, rows: int, seed: int = 7):
+    """The sample home (written by Mnemosyne's API) grown by `rows` realistic rows; returns its layout.
+
+    For scale tests and benchmarks: Mnemosyne creates the schema and the sample's own rows, the
+    generated rows go in by SQL, and the WAL is checkpointed into the file.
+    """
+    from mnemo_ops.samples.sample_database import build_sample
+
+    layout = build_sample(directory)
+    add_realistic_memories(layout.db_path, rows, seed=seed)
+    return layout
