@@ -20,9 +20,15 @@ from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.manifests import load_manifests
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database import transactions
+from mnemo_ops.disk import reserve
 from mnemo_ops.settings import JOB_NAMES, Settings
 
-HOOKS = runner.RunHooks(checkpoint=pre_write.take_for_job, monitors=monitoring.HOOKS)
+HOOKS = runner.RunHooks(
+    checkpoint=pre_write.take_for_job,
+    monitors=monitoring.HOOKS,
+    # A job that writes the database does not start below the agent's free-space reserve.
+    preflight=(reserve.preflight,),
+)
 
 
 def metered(job: Callable[[JobContext], Any]) -> Callable[[JobContext], Any]:

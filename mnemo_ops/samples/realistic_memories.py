@@ -52,6 +52,8 @@ from pathlib import Path
 USER_NAME = "dana"
 ZIPF_EXPONENT = 1.05
 ZIPF_OFFSET = 1.0
+MEAN_TURNS = 150
+"""Turns per session on average (sessions of a third of it to twice it)."""
 VOCABULARY_SIZE = 400_000
 """Ranks drawn from; at 1M rows about a third of them have been used (the tail keeps growing)."""
 
@@ -108,7 +110,7 @@ class RealisticText:
         self.rng = random.Random(seed)
         self._cumulative = _zipf_cumulative(VOCABULARY_SIZE, ZIPF_EXPONENT, ZIPF_OFFSET)
         self._total = self._cumulative[-1]
-        sessions = max(1, expected_rows // 150)
+        sessions = max(1, expected_rows // MEAN_TURNS)
         # People and places: pools that grow with the history, popularity Zipf-like.
         self.people = [invented_word(VOCABULARY_SIZE + index) for index in range(40 + sessions)]
         self.places = [
@@ -142,9 +144,10 @@ class RealisticText:
                 chosen.append(item)
         return chosen
 
-    def sessions(self, rows: int, mean_turns: int = 150) -> Iterator[Row]:
+    def sessions(self, rows: int, mean_turns: int = 0) -> Iterator[Row]:
         """Yield `rows` rows, session after session (sessions of about `mean_turns` turns, from a
         third of it to twice it less a third)."""
+        mean_turns = mean_turns or MEAN_TURNS
         shortest = max(2, mean_turns // 3)
         produced = 0
         for session_number in itertools.count():
@@ -216,17 +219,22 @@ def add_realistic_memories(
     count: int,
     seed: int = 7,
     episodic_every: int = 40,
-    start: datetime | None = None,
+    end: datetime | None = None,
+    consolidated_days: float | None = 7,
     batch: int = 20_000,
 ) -> dict[str, int]:
     """Append `count` live working rows of realistic text to the Mnemosyne database at `db_path`.
 
-    One episodic summary is added per `episodic_every` rows (a few turns of the session joined, as a
-    consolidation leaves them). Rows are spread over one day per session from `start` (default
-    2026-01-01). Written through Python's sqlite3, the library Mnemosyne uses (run it where no apsw
-    connection to the file is open). Returns the counts written.
+    Sessions are a day apart and the last one ends about `end` (default now), so the history is as
+    old as a long-lived agent's. As Mnemosyne's auto-sleep leaves such a history, rows older than
+    `consolidated_days` are stamped ``consolidated_at`` (None: none are), and one episodic summary
+    is added per `episodic_every` rows (a few turns of the session joined). Written through Python's
+    sqlite3, the library Mnemosyne uses (run it where no apsw connection to the file is open).
+    Returns the counts written.
     """
-    start = start or datetime(2026, 1, 1)
+    end = end or datetime.now()
+    start = end - timedelta(days=count / MEAN_TURNS + 1)
+    cutoff = end - timedelta(days=consolidated_days) if consolidated_days is not None else None
     generator = RealisticText(seed, expected_rows=count)
     connection = sqlite3.connect(db_path)
     working = episodic = 0
@@ -241,9 +249,15 @@ def add_realistic_memories(
             for row in chunk:
                 number = working + len(memories)
                 row_id = hashlib.sha256(f"{seed}:{number}:{row.content}".encode()).hexdigest()[:16]
-                stamp = (
-                    start + timedelta(days=row.session_number, seconds=30 * row.position)
-                ).isoformat()
+                moment = min(
+                    end, start + timedelta(days=row.session_number, seconds=30 * row.position)
+                )
+                stamp = moment.isoformat()
+                consolidated = (
+                    (moment + timedelta(days=1)).isoformat()
+                    if cutoff is not None and moment < cutoff
+                    else None
+                )
                 memories.append(
                     (
                         row_id,
@@ -255,6 +269,7 @@ def add_realistic_memories(
                         "{}",
                         row.veracity,
                         row.memory_type,
+                        consolidated,
                     )
                 )
                 recent = (recent + [row.content])[-4:]
@@ -274,7 +289,8 @@ def add_realistic_memories(
             with connection:
                 connection.executemany(
                     "INSERT INTO working_memory (id, content, source, timestamp, session_id, "
-                    "importance, metadata_json, veracity, memory_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "importance, metadata_json, veracity, memory_type, consolidated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     memories,
                 )
                 connection.executemany(
