@@ -149,7 +149,12 @@ SCHEMA: dict[str, Any] = {
         "max_rows_per_run": Option(
             int, 20000, "positive", "orphans examined per run", alias="max_rows"
         ),
-        "batch_size": Option(int, 500, "positive", "rows per write transaction"),
+        "batch_size": Option(
+            int, 500, "positive", "orphans read and matched per round (writes are sized by time)"
+        ),
+        "match_budget": Option(
+            int, 400, "non_negative", "FTS matches scored per orphan at most (0: all, exact)"
+        ),
     },
     "backup": {
         "keep": Option(int, 7, "positive", "verified daily checkpoints kept"),

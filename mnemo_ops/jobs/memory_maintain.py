@@ -1,7 +1,7 @@
 """memory-maintain: the canonical promotion backstop, then orphan linking (DESIGN section 4).
 
 Options: the ``memory_maintain`` section of the settings schema (``k``, ``min_score``,
-``max_rows_per_run``, ``batch_size``), also as ``--option KEY=VALUE`` for one run.
+``max_rows_per_run``, ``batch_size``, ``match_budget``), also as ``--option KEY=VALUE`` for one run.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def link_options(ctx: JobContext) -> orphans.LinkOptions:
         min_score=ctx.options["min_score"],
         max_rows=ctx.options["max_rows_per_run"],
         batch_size=ctx.options["batch_size"],
+        match_budget=ctx.options["match_budget"] or None,
     )
 
 

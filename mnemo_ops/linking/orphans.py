@@ -62,6 +62,8 @@ class LinkOptions:
     min_score: float = 0.3
     max_rows: int = 20000
     batch_size: int = 500
+    match_budget: int | None = 400
+    """FTS matches scored per row at most (None: every match, the exact linker)."""
 
 
 @dataclasses.dataclass
@@ -156,6 +158,32 @@ class Matcher:
             terms.update(dict.fromkeys(tokens(content)))
         self.vocabulary.document_frequency(terms)
 
+    def plan_query(self, content: str) -> tuple[list[str], bool]:
+        """The row's query terms, and whether its matches must be a bounded candidate scan.
+
+        The cost of a row is the number of documents its query matches: bm25 is computed for every
+        one. With a `match_budget`, the rarest salient terms are kept while their combined document
+        frequency stays within it, so the matches scored per row do not grow with the table. When
+        even the rarest term is held by more documents than the budget (every term is common), the
+        row's matches are a bounded candidate scan instead: the `match_budget` most recent documents
+        matching its terms, ranked among themselves.
+        """
+        terms = self.terms_for(content)
+        budget = self.options.match_budget
+        if budget is None or not terms:
+            return terms, False
+        frequencies = self.vocabulary.document_frequency(terms)
+        chosen: list[str] = []
+        total = 0
+        for term in terms:  # rarest first
+            if total + frequencies[term] > budget:
+                break
+            chosen.append(term)
+            total += frequencies[term]
+        if chosen:
+            return chosen, False
+        return terms, True
+
     def terms_for(self, content: str) -> list[str]:
         """The row's salient terms: held by another memory, not common, rarest first."""
         share = min(
@@ -199,6 +227,23 @@ class Matcher:
             {"query": query, "limit": limit, "now": self.now},
         ).fetchall()
 
+    def _scanned_episodes(self, query: str) -> list[tuple[str, float, int]]:
+        if not self.has_episodes:
+            return []
+        ranked = self._scan("fts_episodes", "rowid", query)[: self.fetch * 8]
+        if not ranked:
+            return []
+        rowids = [rowid for rowid, _ in ranked]
+        rows = {
+            rowid: (episode_id, live)
+            for rowid, episode_id, live in self.connection.execute(
+                "SELECT rowid, id, superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?) "
+                f"FROM episodic_memory WHERE rowid IN ({','.join('?' * len(rowids))})",
+                [self.now, *rowids],
+            ).fetchall()
+        }
+        return [(rows[rowid][0], score, rows[rowid][1]) for rowid, score in ranked if rowid in rows]
+
     def _episode_hits(self, query: str, limit: int) -> list[tuple[str, float, int]]:
         if not self.has_episodes:
             return []
@@ -210,6 +255,16 @@ class Matcher:
             "JOIN episodic_memory e ON e.rowid = h.rowid ORDER BY h.score, e.id",
             {"query": query, "limit": limit, "now": self.now},
         ).fetchall()
+
+    def _scan(self, table: str, key: str, query: str) -> list[tuple[Any, float]]:
+        # The bounded candidate scan: FTS5 walks the matches in rowid order from the newest and
+        # stops after the budget; bm25 is computed only for the rows it returns. Ranked here.
+        hits = self.connection.execute(
+            f"SELECT {key}, bm25({table}) FROM {table} WHERE {table} MATCH :query "
+            "ORDER BY rowid DESC LIMIT :limit",
+            {"query": query, "limit": self.options.match_budget},
+        ).fetchall()
+        return sorted(hits, key=lambda hit: (hit[1], hit[0]))
 
     def _working_ranked(self, query: str, limit: int) -> list[tuple[str, float]]:
         # (id, score) of the top hits, live or not (`_working_hits` without the liveness join).
@@ -247,21 +302,29 @@ class Matcher:
         """
         searches = []
         for row_id, content in rows:
-            terms = self.terms_for(content)
+            terms, scan = self.plan_query(content)
             # Each index is queried only for the terms it holds (cached counts): a term no document
             # of an index holds matches nothing there and adds exactly 0.0 to every bm25 score, so
             # the hits and scores are the same, but FTS5 no longer looks it up in every segment (and
             # computes its IDF) for nothing. An index holding none of the terms is not queried.
             working_query = self._query_in(self.working_vocabulary, terms)
             episode_query = self._query_in(self.episode_vocabulary, terms)
-            working = self._working_ranked(working_query, self.fetch) if working_query else []
-            episodes = self._episode_hits(episode_query, self.fetch) if episode_query else []
-            searches.append((row_id, working_query, episode_query, working, episodes))
-        live = self._live_working({hit_id for *_, working, _ in searches for hit_id, _ in working})
+            if scan:
+                working = self._scan("fts_working", "id", working_query) if working_query else []
+                episodes = self._scanned_episodes(episode_query) if episode_query else []
+                working = working[: self.fetch * 8]
+            else:
+                working = self._working_ranked(working_query, self.fetch) if working_query else []
+                episodes = self._episode_hits(episode_query, self.fetch) if episode_query else []
+            searches.append((row_id, working_query, episode_query, working, episodes, scan))
+        live = self._live_working(
+            {hit_id for *_, working, _, _ in searches for hit_id, _ in working}
+        )
         results = []
-        for row_id, working_query, episode_query, working, episodes in searches:
+        for row_id, working_query, episode_query, working, episodes, scan in searches:
             hits = [(hit_id, score, live.get(hit_id, 0)) for hit_id, score in working]
-            chosen = self._choose(row_id, hits, episodes, crowded_at=self.fetch)
+            # A scan already holds every candidate it may look at: nothing deeper to fetch.
+            chosen = self._choose(row_id, hits, episodes, crowded_at=None if scan else self.fetch)
             if chosen is None:
                 # Dead rows filled the fetched hits and crowded live ones out: fetch deeper (once).
                 limit = self.fetch * 8
