@@ -152,6 +152,9 @@ SCHEMA: dict[str, Any] = {
         "batch_size": Option(
             int, 500, "positive", "orphans read and matched per round (writes are sized by time)"
         ),
+        "full_round_days": Option(
+            int, 7, "non_negative", "days between full rounds; runs between link only new rows"
+        ),
         "match_budget": Option(
             int, 400, "non_negative", "FTS matches scored per orphan at most (0: all, exact)"
         ),

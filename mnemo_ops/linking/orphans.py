@@ -12,7 +12,11 @@ other document holds, rarest first, common terms dropped), bm25-ranked in ``fts_
 same query (a relative floor, so it means the same whatever the size of the index).
 
 Rows are visited in id order, from where the last run stopped (a cursor in state.db) round to
-where it started, at most ``max_rows`` per run. Each row's decision depends only on the index and
+where it started, at most ``max_rows`` per run: a full round. After a completed round the job runs
+incremental passes (``new_orphan_batches``): only rows added since (a rowid mark in state.db), in
+rowid order, so a run with little new costs little whatever the size; a full round comes again
+every ``full_round_days`` (rows left unmatched are tried again, as the index has grown).
+Each row's decision depends only on the index and
 on the edges made before it in that order, so a run killed at any point, then run again, ends in the
 same state as one uninterrupted run; the cursor only saves repeated work.
 """
@@ -87,10 +91,15 @@ class LinkTotals:
     edges_created: int = 0
     completed_round: bool = False
     cursor: str = ""
+    last_rowid: int | None = None  # incremental pass: the rowid of the last row examined
 
     def to_stats(self) -> dict[str, Any]:
         """The stats block of the job result."""
-        return {name: value for name, value in dataclasses.asdict(self).items() if name != "cursor"}
+        return {
+            name: value
+            for name, value in dataclasses.asdict(self).items()
+            if name not in ("cursor", "last_rowid")
+        }
 
 
 class CombinedVocabulary:
@@ -375,15 +384,61 @@ def edge_weight(rank: int) -> float:
     return max(0.1, 1.0 - 0.2 * rank)
 
 
-def count_orphans(connection: apsw.Connection, now: str) -> int:
-    """Live working rows with no edge at either end."""
+def count_orphans(connection: apsw.Connection, now: str, after_rowid: int | None = None) -> int:
+    """Live working rows with no edge at either end (only those past `after_rowid`, when given)."""
     return connection.execute(
         "SELECT count(*) FROM working_memory w "
-        "WHERE w.superseded_by IS NULL AND (w.valid_until IS NULL OR w.valid_until > :now) "
+        "WHERE w.rowid > :after AND w.superseded_by IS NULL "
+        "AND (w.valid_until IS NULL OR w.valid_until > :now) "
         "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.source = w.id) "
         "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.target = w.id)",
-        {"now": now},
+        {"now": now, "after": after_rowid if after_rowid is not None else -(2**63)},
     ).fetchall()[0][0]
+
+
+def highest_rowid(connection: apsw.Connection) -> int:
+    """The highest rowid of working_memory (0 when empty): where an incremental pass starts next."""
+    return connection.execute("SELECT coalesce(max(rowid), 0) FROM working_memory").fetchone()[0]
+
+
+_NEW_ORPHANS = (
+    "SELECT w.rowid, w.id, w.content FROM working_memory w "
+    "WHERE w.rowid > :after AND w.superseded_by IS NULL "
+    "AND (w.valid_until IS NULL OR w.valid_until > :now) "
+    "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.source = w.id) "
+    "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.target = w.id) "
+    "ORDER BY w.rowid LIMIT :limit"
+)
+
+
+def new_orphan_batches(
+    connection: apsw.Connection,
+    now: str,
+    after_rowid: int,
+    batch_size: int,
+    skip: set[str],
+    rowids: dict[str, int],
+) -> Iterator[list[tuple[str, str]]]:
+    """The incremental pass: orphans among rows added after `after_rowid`, in rowid order.
+
+    A rowid range is a seek, so the cost is that of the new rows only, whatever the table's size.
+    Each row's rowid is put into `rowids` (the caller records how far it got).
+    """
+    after = after_rowid
+    while True:
+        rows = connection.execute(
+            _NEW_ORPHANS, {"after": after, "now": now, "limit": batch_size}
+        ).fetchall()
+        if not rows:
+            return
+        after = rows[-1][0]
+        batch = []
+        for rowid, row_id, content in rows:
+            rowids[row_id] = rowid
+            if row_id not in skip:
+                batch.append((row_id, content))
+        if batch:
+            yield batch
 
 
 def orphan_batches(
@@ -467,9 +522,10 @@ class LinkRun:
     dry_run: bool
     start_after: str = ""
     before_write: Any = None  # called once, right before the first write
-    after_commit: Any = None  # called with the cursor after each committed batch
+    after_commit: Any = None  # called with the totals so far after each committed batch
     progress: Any = None  # an object with advance(n)
     orphans_found: int | None = None  # when the caller has counted them already
+    after_rowid: int | None = None  # set: the incremental pass over rows added after this rowid
 
 
 def link_orphans(run: LinkRun) -> LinkTotals:
@@ -482,15 +538,25 @@ def link_orphans(run: LinkRun) -> LinkTotals:
     """
     now = local_timestamp()
     connection, options = run.connection, run.options
-    found = run.orphans_found if run.orphans_found is not None else count_orphans(connection, now)
-    totals = LinkTotals(orphans_found=found, cursor=run.start_after)
+    found = (
+        run.orphans_found
+        if run.orphans_found is not None
+        else count_orphans(connection, now, run.after_rowid)
+    )
+    totals = LinkTotals(orphans_found=found, cursor=run.start_after, last_rowid=run.after_rowid)
     matcher = Matcher(connection, options, now)
     planned = PlannedEdges()  # dry run: every edge decided so far
     unmatched: set[str] = set()  # examined without a match and still without an edge
     cap_reached = False
-    for batch in orphan_batches(
-        connection, now, run.start_after, options.batch_size, planned.nodes
-    ):
+    rowids: dict[str, int] = {}
+    batches = (
+        orphan_batches(connection, now, run.start_after, options.batch_size, planned.nodes)
+        if run.after_rowid is None
+        else new_orphan_batches(
+            connection, now, run.after_rowid, options.batch_size, planned.nodes, rowids
+        )
+    )
+    for batch in batches:
         remaining = options.max_rows - totals.orphans_examined
         if remaining <= 0:
             cap_reached = True
@@ -526,8 +592,10 @@ def link_orphans(run: LinkRun) -> LinkTotals:
                     unmatched.discard(target)
                     totals.orphans_matched_later += 1
         totals.cursor = batch[-1][0]
+        if run.after_rowid is not None:
+            totals.last_rowid = rowids[batch[-1][0]]
         if not run.dry_run and run.after_commit is not None:
-            run.after_commit(totals.cursor)
+            run.after_commit(totals)
         if run.progress is not None:
             run.progress.advance(len(batch))
         if cap_reached:

@@ -125,13 +125,34 @@ def test_dry_run_counts_what_the_real_run_does_and_a_second_run_does_nothing(sam
     )  # the sample's user-stated rows of importance >= 0.7
     assert real["changes"]["edges_created"] == len(our_edges(sample.db_path)) > 0
 
+    # After a completed round the next run is incremental: nothing new, nothing examined.
     second = run_job(sample)
     assert set(second["changes"].values()) == {0}
+    assert second["stats"]["linking"]["mode"] == "incremental"
+    assert second["stats"]["linking"]["orphans_examined"] == 0
+    # A full round (here forced) tries the unmatched rows again, and still changes nothing.
+    full = run_job(sample, "-o", "full_round_days=0")
+    assert set(full["changes"].values()) == {0}
     remaining = orphans(sample.db_path)
-    assert second["stats"]["linking"]["orphans_examined"] == len(remaining)
-    assert second["stats"]["linking"]["orphans_unmatched"] == len(remaining)
+    assert full["stats"]["linking"]["mode"] == "full"
+    assert full["stats"]["linking"]["orphans_examined"] == len(remaining)
+    assert full["stats"]["linking"]["orphans_unmatched"] == len(remaining)
     assert real["stats"]["linking"]["orphans_unmatched"] == len(remaining)
     assert doctor_findings(sample) == findings_before
+
+
+def test_incremental_runs_link_only_new_rows(sample):
+    first = run_job(sample)
+    assert first["stats"]["linking"]["mode"] == "full"
+    add_synthetic_memories(sample.db_path, 120, seed=8)
+    second = run_job(sample)
+    linking = second["stats"]["linking"]
+    assert linking["mode"] == "incremental"
+    assert linking["orphans_found"] == linking["orphans_examined"] == 120
+    assert second["changes"]["edges_created"] > 0
+    third = run_job(sample)
+    assert third["stats"]["linking"]["orphans_examined"] == 0
+    assert set(third["changes"].values()) == {0}
 
 
 def test_edges_follow_mnemosynes_linking_rules(sample):
