@@ -121,7 +121,7 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
-def measure(layout: SampleLayout, job: str, alone_s: float) -> dict:
+def measure(layout: SampleLayout, job: str, alone_s: float, config: Path | None = None) -> dict:
     """Agent latencies alone, then during the job's runs; the job's longest transaction."""
     stop, report = layout.directory / "stop", layout.directory / "agent.json"
     agent = subprocess.Popen(
@@ -135,7 +135,9 @@ def measure(layout: SampleLayout, job: str, alone_s: float) -> dict:
     results = []
     for _ in range(RUNS.get(job, 1)):
         completed = subprocess.run(
-            [sys.executable, "-m", "mnemo_ops", "--json", "run", job, "--force"],
+            [sys.executable, "-m", "mnemo_ops", "--json"]
+            + (["--config", str(config)] if config else [])
+            + ["run", job, "--force"],
             env=environment(layout),
             capture_output=True,
             text=True,
@@ -179,6 +181,7 @@ def main() -> None:
     parser.add_argument("--alone", type=float, default=10.0, help="seconds of the agent alone")
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
+    parser.add_argument("--config", type=Path, help="a mnemo-ops config file for the jobs")
     arguments = parser.parse_args()
     arguments.dir.mkdir(parents=True, exist_ok=True)
     template = build(arguments.dir, arguments.rows)
@@ -189,7 +192,7 @@ def main() -> None:
             layout = copy(template, work / "home")
             if job == "bridge-drain":
                 queue_items(layout, 300)
-            rows.append(measure(layout, job, arguments.alone))
+            rows.append(measure(layout, job, arguments.alone, arguments.config))
         finally:
             shutil.rmtree(work, ignore_errors=True)
         row = rows[-1]
