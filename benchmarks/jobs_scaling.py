@@ -9,8 +9,9 @@ Run by hand (not part of the test suite):
 For each size, a realistic database (``mnemo_ops.samples.realistic_memories``) is built once into
 ``--dir`` (reused by later runs). Each job then runs as a user would run it (``mnemo-ops --json run
 JOB --force``) on a fresh copy, in a child process whose wall time and peak memory (the child's
-max RSS, from ``wait4``) are measured. memory-maintain runs uncapped (``max_rows`` above the size)
-so its time covers linking every orphan, then once more with nothing new (the no-op run). Printed:
+max RSS, from ``wait4``) are measured. memory-maintain runs uncapped by default
+so its time covers linking every orphan (``--max-rows`` caps it; the run after a completed round is
+measured by ``benchmarks/memory_maintain_incremental.py``). Printed:
 one row per job and size, and for each job the growth in time per 10x rows (a job whose time grows
 faster than about 13x per 10x rows, i.e. 1.3x per row, is flagged). The machine may be shared: the
 figures of one size are measured one job after the other, never in parallel.
@@ -38,7 +39,6 @@ JOBS = [
     "backup",
     "nightly-selfcare",
     "memory-maintain",
-    "memory-maintain (no-op)",
     "evening-batch",
     "bridge-drain",
     "retrieval-eval",
@@ -99,12 +99,10 @@ def run_measured(layout: SampleLayout, arguments: list[str]) -> tuple[float, flo
     return elapsed, usage.ru_maxrss / 1024, result
 
 
-def prepare(layout: SampleLayout, job: str, rows: int) -> list[list[str]]:
+def prepare(layout: SampleLayout, job: str, rows: int, max_rows: int) -> list[list[str]]:
     """What to run for `job` (and set up: eval suite, queue items); the last command is timed."""
-    if job.startswith("memory-maintain"):
-        command = ["run", "memory-maintain", "--force", "-o", f"max_rows={rows * 2}"]
-        # The no-op run: everything linked and promoted by a first run first.
-        return [command, command] if "no-op" in job else [command]
+    if job == "memory-maintain":
+        return [["run", "memory-maintain", "--force", "-o", f"max_rows={max_rows or rows * 2}"]]
     if job == "retrieval-eval":
         suite = layout.state_dir / "eval" / "suite.jsonl"
         suite.parent.mkdir(parents=True, exist_ok=True)
@@ -128,6 +126,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--jobs", default=",".join(JOBS))
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=0,
+        help="memory-maintain: orphans linked per run (0: all; its backstop always runs whole)",
+    )
     arguments = parser.parse_args()
     sizes = [int(size) for size in arguments.sizes.split(",")]
     jobs = arguments.jobs.split(",")
@@ -139,7 +143,7 @@ def main() -> None:
             work = Path(tempfile.mkdtemp(prefix="scaling-", dir=arguments.dir))
             try:
                 layout = copy(template, work / "home")
-                commands = prepare(layout, job, rows)
+                commands = prepare(layout, job, rows, arguments.max_rows)
                 for command in commands[:-1]:
                     run_measured(layout, command)
                 elapsed, peak_mib, result = run_measured(layout, commands[-1])

@@ -265,6 +265,77 @@ def quality(rows: int, budgets: list[int], cases: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def cached_home(directory: Path, rows: int) -> Path:
+    """The realistic home of `rows` rows in `directory` (built once, shared with the other
+    benchmarks); returns its database."""
+    home = directory / f"realistic-{rows}"
+    db_path = home / "hermes" / "mnemosyne" / "data" / "mnemosyne.db"
+    if not db_path.exists():
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path; "
+                "from mnemo_ops.samples.realistic_memories import build_realistic_sample; "
+                "build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))",
+                str(home),
+                str(rows),
+            ],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+        )
+    return db_path
+
+
+def per_row_cost(sizes: list[int], sample: int, budgets: list[int | None], directory: Path) -> None:
+    """The cost per examined orphan at each size: `sample` orphans linked on a copy, per budget.
+
+    A full first pass at 1M rows takes hours on a shared 2-core machine, and what decides how the
+    pass grows is whether the cost per row stays flat as the table grows: time = rows x cost per
+    row. The sizes are measured one after the other, each budget on its own fresh copy.
+    """
+    measured: dict[tuple[int, int | None], float] = {}
+    for size in sizes:
+        source = cached_home(directory, size)
+        for budget in budgets:
+            work = Path(tempfile.mkdtemp(prefix="per-row-", dir=directory))
+            try:
+                copy = work / "mnemosyne.db"
+                shutil.copyfile(source, copy)
+                connection = apsw.Connection(str(copy))
+                connection.set_busy_timeout(5000)
+                started = time.perf_counter()
+                totals = orphans.link_orphans(
+                    orphans.LinkRun(
+                        connection=connection,
+                        options=orphans.LinkOptions(max_rows=sample, match_budget=budget),
+                        dry_run=False,
+                    )
+                )
+                elapsed = time.perf_counter() - started
+                connection.close()
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            per_row = elapsed / max(1, totals.orphans_examined)
+            measured[(size, budget)] = per_row
+            name = "exact" if budget is None else f"budget {budget}"
+            print(
+                f"{size:>9,} rows  {name:<11} {totals.orphans_examined:>6,} examined  "
+                f"{per_row * 1000:6.2f} ms per row ({1 / per_row:6.0f} rows/s; a full first pass "
+                f"of {size:,} orphans would take about {size * per_row:,.0f} s)",
+                flush=True,
+            )
+    for budget in budgets:
+        name = "exact" if budget is None else f"budget {budget}"
+        steps = [
+            f"{small:,} -> {large:,}: cost per row x{measured[(large, budget)] / measured[(small, budget)]:.2f} "
+            f"(time for all rows x{large / small * measured[(large, budget)] / measured[(small, budget)]:.1f} "
+            f"for x{large / small:.0f} rows)"
+            for small, large in zip(sizes, sizes[1:])
+        ]
+        print(f"  {name}: " + "; ".join(steps))
+
+
 def recall_figure() -> None:
     """Print Mnemosyne's associative recall on the sample suite before and after linking."""
     root = Path(tempfile.mkdtemp(prefix="orphan-linking-recall-"))
@@ -358,7 +429,23 @@ def main() -> None:
     )
     parser.add_argument("--budgets", default="400,100", help="match budgets compared with exact")
     parser.add_argument("--cases", type=int, default=300, help="queries of the quality suite")
+    parser.add_argument(
+        "--per-row", default="", help="sizes for the cost per examined orphan (e.g. 10000,1000000)"
+    )
+    parser.add_argument(
+        "--sample", type=int, default=3000, help="orphans linked per size (--per-row)"
+    )
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
     arguments = parser.parse_args()
+    if arguments.per_row:
+        arguments.dir.mkdir(parents=True, exist_ok=True)
+        per_row_cost(
+            [int(size) for size in arguments.per_row.split(",")],
+            arguments.sample,
+            [int(b) or None for b in arguments.budgets.split(",")],
+            arguments.dir,
+        )
+        return
     if arguments.quality:
         quality(arguments.quality, [int(b) for b in arguments.budgets.split(",")], arguments.cases)
     sizes = [int(size) for size in arguments.sizes.split(",") if int(size) > 0]
