@@ -80,6 +80,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--new", type=int, default=1000)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
+    parser.add_argument("--keep", action="store_true", help="keep the working copy")
     arguments = parser.parse_args()
     template = SampleLayout(arguments.dir / f"realistic-{arguments.rows}")
     if not template.db_path.exists():
@@ -121,11 +122,16 @@ def main() -> None:
         )
         idle_s, idle = run(layout)
         print(
-            f"nothing new: {idle_s:.2f} s (mode {idle['stats']['linking']['mode']}, "
+            f"nothing new: {idle_s:.2f} s, of which the job {idle['duration_s']:.2f} s (the rest is "
+            f"starting Python and importing; mode {idle['stats']['linking']['mode']}, "
             f"changes {idle['changes']}; target under 1 s)"
         )
+        print(f"the run with {arguments.new:,} new rows: the job {new['duration_s']:.2f} s")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if arguments.keep:
+            print(f"kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
