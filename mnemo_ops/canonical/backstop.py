@@ -59,8 +59,19 @@ class BackstopPlan:
         }
 
 
-def plan(connection: apsw.Connection, owner: str, now: str) -> BackstopPlan:
-    """Read what the backstop would change for `owner` (read-only)."""
+def plan(
+    connection: apsw.Connection, owner: str, now: str, after_rowid: int | None = None
+) -> BackstopPlan:
+    """Read what the backstop would change for `owner` (read-only).
+
+    With `after_rowid`, the incremental pass: only working rows added after that rowid are
+    considered for promotion, and current lineages are not re-checked. That is for runs where the
+    installed trigger has promoted and closed as Mnemosyne wrote: what it cannot see (rows added
+    while it was missing, a `valid_until` that passed by time alone) the full pass finds, every
+    ``full_round_days``, and monthly-maintenance closes lineages of closed rows too.
+    """
+    if after_rowid is not None:
+        return _plan_new_rows(connection, owner, now, after_rowid)
     result = BackstopPlan()
     lineages = connection.execute(
         "SELECT c.id, substr(c.source, 6), c.body, w.id IS NOT NULL, "
@@ -104,6 +115,34 @@ def plan(connection: apsw.Connection, owner: str, now: str) -> BackstopPlan:
             continue
         result.promote.append(working_id)
     result.promote.sort()
+    return result
+
+
+def _plan_new_rows(
+    connection: apsw.Connection, owner: str, now: str, after_rowid: int
+) -> BackstopPlan:
+    result = BackstopPlan()
+    categories = lineage_categories(connection, owner)
+    names = {f"category{index}": category for index, category in enumerate(categories)}
+    in_list = ",".join(":" + name for name in names) or "NULL"
+    rows = connection.execute(
+        "SELECT w.id, "
+        "  EXISTS (SELECT 1 FROM canonical_facts l WHERE l.owner_id = :owner AND l.name = w.id "
+        f"   AND (l.category IN ({in_list}) OR l.category = {_CATEGORY}) "
+        "    AND l.source = 'auto:' || w.id AND l.valid_until IS NULL), "
+        "  EXISTS (SELECT 1 FROM canonical_facts o WHERE o.owner_id = :owner "
+        f"   AND o.category = {_CATEGORY} AND o.name = w.id "
+        "    AND o.valid_until IS NULL AND o.source IS NOT 'auto:' || w.id) "
+        f"FROM working_memory w WHERE w.rowid > :after AND {_QUALIFIES} AND {_LIVE} ORDER BY w.id",
+        {"owner": owner, "now": now, "after": after_rowid, **names},
+    ).fetchall()
+    for working_id, has_current, slot_taken in rows:
+        if has_current:
+            continue
+        if slot_taken:
+            result.slot_taken.append(working_id)
+            continue
+        result.promote.append(working_id)
     return result
 
 

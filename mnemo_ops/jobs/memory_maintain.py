@@ -39,13 +39,17 @@ class LinkState:
     - `high_water`: the highest working rowid covered by completed work; incremental passes start
       after it (None: no round completed yet);
     - `full_round_at`: when the last full round started (ISO UTC);
-    - `round_mark`: the highest rowid when the open full round started (its high water once done).
+    - `round_mark`: the highest rowid when the open full round started (its high water once done);
+    - `backstop_mark`, `backstop_full_at`: the same for the canonical backstop (the rowid its last
+      pass covered, and when its last full pass ran).
     """
 
     last_id: str = ""
     high_water: int | None = None
     full_round_at: str | None = None
     round_mark: int | None = None
+    backstop_mark: int | None = None
+    backstop_full_at: str | None = None
 
 
 def _integer(value: Any) -> int | None:
@@ -70,6 +74,8 @@ def _read_state(ctx: JobContext) -> LinkState:
             high_water=_integer(row.get("high_water")),
             full_round_at=row.get("full_round_at"),
             round_mark=_integer(row.get("round_mark")),
+            backstop_mark=_integer(row.get("backstop_mark")),
+            backstop_full_at=row.get("backstop_full_at"),
         )
     finally:
         state.close()
@@ -80,6 +86,7 @@ def _state_writer(ctx: JobContext):
     state = ctx.open_state()
     columns = {"db": str, "last_id": str, "updated_at": str, "high_water": int}
     columns.update({"full_round_at": str, "round_mark": int})
+    columns.update({"backstop_mark": int, "backstop_full_at": str})
     table = state[CURSOR_TABLE]
     table.create(columns, pk="db", if_not_exists=True)
     for name, kind in columns.items():  # a table from an earlier version gains the new columns
@@ -94,18 +101,22 @@ def _state_writer(ctx: JobContext):
     return state, save
 
 
+def _older_than_a_round(ctx: JobContext, stamp: str | None) -> bool:
+    days = ctx.options["full_round_days"]
+    if days == 0 or stamp is None:
+        return True
+    return utc_now() - datetime.fromisoformat(stamp) >= timedelta(days=days)
+
+
 def _full_round_due(ctx: JobContext, link_state: LinkState) -> bool:
     """A full round when none completed yet, one is open, or the last started too long ago."""
     if link_state.high_water is None or link_state.last_id:
         return True
-    days = ctx.options["full_round_days"]
-    if days == 0 or link_state.full_round_at is None:
-        return True
-    started = datetime.fromisoformat(link_state.full_round_at)
-    return utc_now() - started >= timedelta(days=days)
+    return _older_than_a_round(ctx, link_state.full_round_at)
 
 
-def _owner(ctx: JobContext, connection) -> str:
+def _owner(ctx: JobContext, connection) -> tuple[str, bool]:
+    """The lineages' owner, and whether the installed trigger is complete and current."""
     installed = trigger.status(connection)
     if not installed.installed:
         ctx.warn(
@@ -114,7 +125,7 @@ def _owner(ctx: JobContext, connection) -> str:
             severity="info",
             fix="mnemo-ops trigger install",
         )
-        return ctx.settings.owner
+        return ctx.settings.owner, False
     if not installed.up_to_date:
         ctx.warn(
             "canonical-trigger-outdated",
@@ -122,14 +133,30 @@ def _owner(ctx: JobContext, connection) -> str:
             f"(current {trigger.TRIGGER_VERSION})",
             fix="mnemo-ops trigger install",
         )
-    return installed.owner or ctx.settings.owner
+    return installed.owner or ctx.settings.owner, installed.up_to_date
 
 
 def _backstop(ctx: JobContext, connection) -> None:
-    owner = _owner(ctx, connection)
+    owner, trigger_current = _owner(ctx, connection)
     now = local_timestamp()
-    plan = backstop.plan(connection, owner, now)
-    ctx.result.stats["canonical"] = {"owner": owner, **plan.to_stats()}
+    link_state = _read_state(ctx)
+    mark = orphans.highest_rowid(connection)
+    # With a current trigger, what it cannot see is only what came before it and closures by time:
+    # a full pass every full_round_days finds those; the runs between look at new rows only, so a
+    # run with nothing new costs nothing whatever the size (without the trigger: always full).
+    incremental = (
+        trigger_current
+        and link_state.backstop_mark is not None
+        and not _older_than_a_round(ctx, link_state.backstop_full_at)
+    )
+    plan = backstop.plan(
+        connection, owner, now, after_rowid=link_state.backstop_mark if incremental else None
+    )
+    ctx.result.stats["canonical"] = {
+        "owner": owner,
+        "mode": "incremental" if incremental else "full",
+        **plan.to_stats(),
+    }
     if plan.slot_taken:
         ctx.warn(
             "canonical-slot-taken",
@@ -146,6 +173,17 @@ def _backstop(ctx: JobContext, connection) -> None:
     closed, promoted = backstop.apply(connection, owner, plan, now)
     ctx.count("canonical_closed", closed)
     ctx.count("canonical_promoted", promoted)
+    # Only a pass with the trigger in place may start the incremental ones (the mark says that
+    # every row up to it has been seen by the trigger or by this backstop).
+    state, save = _state_writer(ctx)
+    try:
+        fresh = _read_state(ctx)
+        fresh.backstop_mark = mark if trigger_current else None
+        if not incremental:
+            fresh.backstop_full_at = isoformat(utc_now())
+        save(fresh)
+    finally:
+        state.close()
 
 
 def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:

@@ -311,3 +311,43 @@ def test_closed_rows_never_become_targets_even_when_they_match_best(sample):
     edges = [edge for edge in our_edges(sample.db_path) if "zq" in edge[0] or "zq" in edge[1]]
     # The orphan first in id order finds the live row beyond the dead ones (fetching deeper).
     assert [edge[:2] for edge in edges] == [("aaazq00000000000", "zzzzq00000000000")]
+
+
+def _insert_stated_fact(db_path: Path, row_id: str) -> None:
+    connection = sqlite3.connect(db_path)
+    with connection:
+        connection.execute(
+            "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance, "
+            "veracity, memory_type) VALUES (?, ?, 'user', '2026-06-01T00:00:00', 's', 0.8, "
+            "'stated', 'fact')",
+            (row_id, f"Dana stated fact {row_id}"),
+        )
+    connection.close()
+
+
+def test_backstop_runs_incrementally_while_the_trigger_is_current(sample):
+    assert run_cli(sample, "trigger", "install").returncode == 0
+    first = run_job(sample)
+    assert first["stats"]["canonical"]["mode"] == "full"
+    second = run_job(sample)
+    assert second["stats"]["canonical"]["mode"] == "incremental"
+    assert set(second["changes"].values()) == {0}
+    # A row written while the trigger was away: the incremental pass still sees it (it is new).
+    assert run_cli(sample, "trigger", "uninstall").returncode == 0
+    _insert_stated_fact(sample.db_path, "feedfacefeedface")
+    assert run_cli(sample, "trigger", "install").returncode == 0
+    third = run_job(sample)
+    assert third["stats"]["canonical"]["mode"] == "incremental"
+    assert third["changes"]["canonical_promoted"] == 1
+    # A full pass is forced with full_round_days=0 and finds nothing more.
+    full = run_job(sample, "-o", "full_round_days=0")
+    assert full["stats"]["canonical"]["mode"] == "full"
+    assert full["changes"]["canonical_promoted"] == 0
+
+
+def test_backstop_is_always_full_without_the_trigger(sample):
+    run_job(sample)
+    _insert_stated_fact(sample.db_path, "beadbeadbeadbead")
+    again = run_job(sample)
+    assert again["stats"]["canonical"]["mode"] == "full"
+    assert again["changes"]["canonical_promoted"] == 1
