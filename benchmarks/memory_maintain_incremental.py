@@ -36,22 +36,14 @@ from mnemo_ops.samples.realistic_memories import add_realistic_memories  # noqa:
 from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
 
 
-def run(layout: SampleLayout, *options: str) -> tuple[float, dict]:
-    """One timed ``mnemo-ops run memory-maintain`` as a user runs it."""
+def run(layout: SampleLayout, *options: str, command: tuple[str, ...] = ()) -> tuple[float, dict]:
+    """One timed ``mnemo-ops --json [OPTIONS] COMMAND`` (default: run memory-maintain) as a user runs it."""
     env = layout.environ()
     env["PYTHONPATH"] = str(REPOSITORY)
     started = time.perf_counter()
     completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mnemo_ops",
-            "--json",
-            "run",
-            "memory-maintain",
-            "--force",
-            *options,
-        ],
+        [sys.executable, "-m", "mnemo_ops", "--json", *options]
+        + list(command or ("run", "memory-maintain", "--force")),
         env=env,
         capture_output=True,
         text=True,
