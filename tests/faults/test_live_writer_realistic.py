@@ -24,6 +24,8 @@ import pytest
 from mnemo_ops import database
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.realistic
+
 WRITER = Path(__file__).with_name("live_writer.py")
 AGENT_INTERVAL_S = 0.02  # 50 writes per second, the Hermes plugin's pace
 

@@ -15,9 +15,19 @@ def test_terms_fit_the_budget_and_common_rows_get_a_bounded_scan(sample):
     add_realistic_memories(sample.db_path, 3000, seed=4)
     connection = apsw.Connection(str(sample.db_path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        options = orphans.LinkOptions(match_budget=BUDGET)
-        matcher = orphans.Matcher(connection, options, local_timestamp())
+        probe = orphans.Matcher(connection, orphans.LinkOptions(), local_timestamp())
         rows = connection.execute("SELECT id, content FROM working_memory ORDER BY id").fetchall()
+        probe.prime([content for _, content in rows])
+        # A budget between the rows' rarest terms, so that both cases occur whatever the data.
+        rarest = sorted(
+            min(probe.vocabulary.document_frequency(terms).values())
+            for terms in (probe.terms_for(content) for _, content in rows[:600])
+            if terms
+        )
+        budget = rarest[len(rarest) // 2]
+        matcher = orphans.Matcher(
+            connection, orphans.LinkOptions(match_budget=budget), local_timestamp()
+        )
         matcher.prime([content for _, content in rows])
         planned = scanned = 0
         for _, content in rows[:600]:
@@ -27,13 +37,13 @@ def test_terms_fit_the_budget_and_common_rows_get_a_bounded_scan(sample):
             frequencies = matcher.vocabulary.document_frequency(terms)
             if scan:
                 scanned += 1
-                assert min(frequencies.values()) > BUDGET  # even the rarest term is common
+                assert min(frequencies.values()) > budget  # even the rarest term is common
                 query = matcher._query_in(matcher.working_vocabulary, terms)
-                assert len(matcher._scan("fts_working", "id", query)) <= BUDGET
+                assert len(matcher._scan("fts_working", "id", query)) <= budget
             else:
                 planned += 1
-                assert sum(frequencies.values()) <= BUDGET
-        assert planned and scanned, (planned, scanned)
+                assert sum(frequencies.values()) <= budget
+        assert planned and scanned, (planned, scanned, budget)
         exact = orphans.Matcher(connection, orphans.LinkOptions(match_budget=None), "9999")
         assert all(not exact.plan_query(content)[1] for _, content in rows[:50])
     finally:
