@@ -81,6 +81,26 @@ def copy_sample(template: SampleLayout, target) -> SampleLayout:
     return layout
 
 
+REALISTIC_ROWS = 50_000
+"""Rows of realistic generated text in the large shared fixture (issue 20: many batches per job)."""
+
+
+@pytest.fixture(scope="session")
+def realistic_template(sample_template, tmp_path_factory) -> SampleLayout:
+    """The sample home grown by REALISTIC_ROWS rows of realistic text, built once per session."""
+    from mnemo_ops.samples.realistic_memories import add_realistic_memories
+
+    layout = copy_sample(sample_template, tmp_path_factory.mktemp("realistic") / "home")
+    add_realistic_memories(layout.db_path, REALISTIC_ROWS, seed=20)
+    return layout
+
+
+@pytest.fixture
+def realistic(realistic_template, tmp_path) -> SampleLayout:
+    """A private copy of the realistic home for one test."""
+    return copy_sample(realistic_template, tmp_path / "realistic")
+
+
 @pytest.fixture
 def sample(sample_template, tmp_path) -> SampleLayout:
     """A private copy of the sample home for one test."""
