@@ -4,9 +4,15 @@ Mnemosyne 3.15's sleep (ours, and the auto-sleep the Hermes plugin leaves on) wr
 tier 1, full weight, stamped with the time of the sleep. Recall's cross-tier dedup then drops every
 working source its summary outscores, and the agent gets a 500-character cut of a long summary
 instead of the turns that answer (upstream mnemosyne-oss/mnemosyne#506, #563, #564). The repair
-gives every live summary whose ``summary_of`` names live working rows the configured tier
+gives every live summary that is stamped later than its newest live source (by more than
+``STAMPED_LATER``: the mark of a sleep that stamped it with its own time) the configured tier
 (``evening_batch.summary_tier``, 3 by default) and the newest timestamp among its sources. Mnemosyne
 4.0 writes summaries that way itself, so there the repair finds nothing to do.
+
+A summary dated within its sources' time is left alone whatever its tier: it has no recency edge
+over them, and moving it down a tier can leave its facts unreachable when the sources themselves
+score too low to be recalled (measured on realistic generated text: 10 of 200 guard probes lost,
+and the guard refused the batch).
 
 The values a repair replaces are recorded in state.db (``summary_repairs``) before the row changes,
 so `revert` can put them back; each batch is one short ``BEGIN IMMEDIATE`` transaction that checks
@@ -16,6 +22,7 @@ the row still holds the values it planned from.
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime, timedelta
 from typing import Any
 
 import apsw
@@ -26,6 +33,9 @@ from mnemo_ops.database import transactions
 
 TABLE = "summary_repairs"
 BATCH_SIZE = 200
+STAMPED_LATER = timedelta(hours=1)
+"""A summary this much newer than its newest source was stamped by the sleep (3.15 stamps "now"; it
+runs at least 84 h after the turns it consolidates), not dated by its sources."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +53,26 @@ def _source_ids(summary_of: str | None) -> list[str]:
     return [part.strip() for part in (summary_of or "").split(",") if part.strip()]
 
 
+def _stamped_later(timestamp: str | None, newest_source: str) -> bool:
+    """True when the summary's time is past its newest source's by more than ``STAMPED_LATER``.
+
+    A time that does not parse counts as stamped later: the repair then dates it by its sources.
+    """
+    try:
+        summary_time = datetime.fromisoformat(timestamp or "")
+        source_time = datetime.fromisoformat(newest_source)
+        if (summary_time.tzinfo is None) != (source_time.tzinfo is None):
+            summary_time, source_time = (
+                summary_time.replace(tzinfo=None),
+                source_time.replace(tzinfo=None),
+            )
+        return summary_time - source_time > STAMPED_LATER
+    except (TypeError, ValueError):
+        return True
+
+
 def plan(connection: apsw.Connection, tier: int) -> list[Repair]:
-    """Every live summary with live sources whose tier or timestamp differs from the rule."""
+    """Every live summary with live sources that a sleep stamped later than them (module docstring)."""
     now = local_timestamp()
     summaries = connection.execute(
         "SELECT id, tier, timestamp, summary_of FROM episodic_memory "
@@ -70,6 +98,8 @@ def plan(connection: apsw.Connection, tier: int) -> list[Repair]:
             continue  # nothing of its sources left to bury
         if tier_before == tier and timestamp_before == newest:
             continue
+        if not _stamped_later(timestamp_before, newest):
+            continue  # dated by its sources already: no recency edge over them
         repairs.append(Repair(episodic_id, tier_before, timestamp_before, tier, newest))
     return repairs
 
