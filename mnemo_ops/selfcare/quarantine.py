@@ -29,7 +29,7 @@ from typing import Any
 
 from mnemo_ops.core.clock import isoformat
 from mnemo_ops.core.errors import ConfigError, MnemoOpsError, UsageError
-from mnemo_ops.private_files import ensure_private_dir, write_json_atomic
+from mnemo_ops.private_files import ensure_private_dir, write_atomic, write_json_atomic
 from mnemo_ops.settings import Settings
 
 
@@ -234,6 +234,53 @@ def stage(
             problems.append(f"{candidate.path}: {error.strerror or error}")
     _write_day_manifest(folder)
     return staged, problems
+
+
+def preserve_copy(
+    settings: Settings,
+    path: Path,
+    data: bytes,
+    mode: int,
+    mtime: float,
+    rule: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """Keep a copy of a file that is about to be rewritten in place: `data` is its exact content
+    (read by the caller, e.g. under the writer's lock), so ``quarantine restore`` brings back these
+    bytes with this mode and mtime once the rewritten file is moved aside. Returns the entry.
+
+    The entry is written (status ``staging``) before the copy and marked ``staged`` after it, both
+    atomically, so a run killed in between leaves no entry claiming a copy it does not have.
+    """
+    folder = ensure_private_dir(day_folder(settings, now))
+    os.chmod(settings.quarantine_dir, 0o700)
+    digest = hashlib.sha256(data).hexdigest()
+    token = hashlib.sha256(
+        f"{path}\0{digest}\0{now.isoformat()}\0{os.urandom(8).hex()}".encode()
+    ).hexdigest()[:8]
+    entry_id = f"{now.astimezone(UTC):%Y%m%d}-{token}"
+    entry = {
+        "id": entry_id,
+        "rule": rule,
+        "original_path": str(path),
+        "original_parent_realpath": str(path.parent.resolve()),
+        "stored_path": f"{entry_id}/{path.name}",
+        "sha256": digest,
+        "size": len(data),
+        "mtime": mtime,
+        "mtime_iso": isoformat(datetime.fromtimestamp(mtime, UTC)),
+        "mode": f"{mode:04o}",
+        "staged_at": isoformat(now),
+        "status": "staging",
+        "kind": "copy before rewrite",
+    }
+    write_json_atomic(folder / f"{entry_id}.json", entry)
+    target_dir = ensure_private_dir(folder / entry_id)
+    write_atomic(target_dir / path.name, data)
+    entry["status"] = "staged"
+    write_json_atomic(folder / f"{entry_id}.json", entry)
+    _write_day_manifest(folder)
+    return entry
 
 
 def _read_entry(path: Path) -> dict[str, Any] | None:
