@@ -97,6 +97,7 @@ def store_entries(
         "hermes_home": str(settings.hermes_home),
         "session_id": session_id,
         "initialise": initialise,
+        "parent_pid": os.getpid(),
         "entries": [entry.request(options, moved_at) for entry in entries],
     }
     environment = dict(os.environ)

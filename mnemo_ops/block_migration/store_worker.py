@@ -19,7 +19,10 @@ and retries after looking the key up again. No transaction is left open between 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
+import os
+import signal
 import sqlite3
 import sys
 import time
@@ -112,6 +115,7 @@ def store(request: dict[str, Any]) -> dict[str, Any]:
     outcomes = []
     try:
         for entry in request["entries"]:
+            die_with_parent(request.get("parent_pid"))
             outcome = _store_one(memory, connection, entry)
             outcomes.append(outcome)
             send({"stored": outcome})
@@ -123,9 +127,28 @@ def store(request: dict[str, Any]) -> dict[str, Any]:
     return {"outcomes": outcomes}
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """Make this process end when the job that started it ends (a kill -9 of the job included).
+
+    An orphaned worker still storing while the next run starts its own would race it on the same
+    keys. Linux's parent-death signal covers a kill from now on; the pid check covers a parent that
+    was gone before the signal was armed.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the pid check below still applies
+        pass
+    if parent_pid is not None and os.getppid() != parent_pid:
+        raise SystemExit(1)
+
+
 def main() -> None:
     """Read the request, store, report the result or a one-line error."""
     request = json.load(sys.stdin)
+    die_with_parent(request.get("parent_pid"))
     try:
         with contextlib.redirect_stdout(sys.stderr):
             result = store(request)
