@@ -158,7 +158,9 @@ def test_a_suspicious_block_is_reported_and_left_byte_identical(sample, tmp_path
         memory.write_bytes(memory.read_bytes() + b"\n\xc2\xa7\nbroken \xff\xfe entry")
         watched = memory
     else:
-        memory.write_text(render_entries(["x" * 2300] * 1 + [f"{n} " + "y" * 2300 for n in range(10)]))
+        memory.write_text(
+            render_entries(["x" * 2300] * 1 + [f"{n} " + "y" * 2300 for n in range(10)])
+        )
         watched = memory
     before = watched.read_bytes()
     config = write_config(tmp_path, GUARD_OFF)
@@ -232,7 +234,9 @@ def test_nightly_first_seen_dates_decide_the_order(sample, tmp_path):
     after = block_entries(sample, "USER.md")
     assert newcomer in after and entries[0] not in after and entries[1] not in after
     report = run_cli(sample, "--config", str(config), "report")
-    assert "Memory blocks:" in report.stdout and "moved into Mnemosyne in the period" in report.stdout
+    assert (
+        "Memory blocks:" in report.stdout and "moved into Mnemosyne in the period" in report.stdout
+    )
     again = run_cli(sample, "--config", str(config), "--json", "run", "nightly-selfcare")
     figures = json.loads(again.stdout)["stats"]["memory_blocks"]["USER.md"]
     assert figures["moved_last_24h"]["entries"] == data["stats"]["blocks"]["USER.md"]["moved"]

@@ -55,7 +55,12 @@ def add(path: Path, entry: str, limit: int, hold_s: float = 0.0, held: Path | No
 def main() -> None:
     mode = sys.argv[1]
     if mode == "loop":
-        block, limit, stop, log = Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]), sys.argv[5]
+        block, limit, stop, log = (
+            Path(sys.argv[2]),
+            int(sys.argv[3]),
+            Path(sys.argv[4]),
+            sys.argv[5],
+        )
         number = 0
         with open(log, "a", encoding="utf-8") as written:
             while not stop.exists():

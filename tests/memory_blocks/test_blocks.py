@@ -18,9 +18,13 @@ from mnemo_ops.memory_blocks.blocks import (
 from mnemo_ops.memory_blocks.limits import block_limits
 from mnemo_ops.settings import load_settings
 
-entry_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="§"), min_size=1
-).map(str.strip).filter(bool)
+entry_text = (
+    st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="§"), min_size=1
+    )
+    .map(str.strip)
+    .filter(bool)
+)
 
 
 @given(st.lists(entry_text, max_size=12, unique=True))
