@@ -6,6 +6,9 @@ Layout (folders 0700, files 0600)::
     <state_dir>/quarantine/<YYYY-MM-DD>/<ID>.json              one entry: original path, sha256, size, mtime, mode
     <state_dir>/quarantine/<YYYY-MM-DD>/<ID>/<original name>   the file itself
 
+A file about to be rewritten in place (a memory block, by memory-block-migrate) is kept the same way
+as a copy (`preserve_copy`): restoring it needs the rewritten file moved aside first.
+
 Staging writes the entry (status ``staging``) before it moves the file and marks it ``staged`` after,
 so a run killed in between leaves an entry that says where the file came from; the listing derives
 the real state from where the file is. Staging never follows a symlink (symlinks are left where they
