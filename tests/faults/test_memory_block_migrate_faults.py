@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.block_migration.helpers import (
@@ -58,11 +59,12 @@ def _migrate_process(sample, config) -> subprocess.Popen:
     )
 
 
-WORKERS = (b"block_migration.store_worker", b"engines.mnemosyne_worker")
+STORE_WORKER = b"block_migration.store_worker"
+RECALL_WORKER = b"engines.mnemosyne_worker"
 
 
-def _worker_started(pid: int) -> bool:
-    """True once the process runs its store worker or its recall worker (not the checkpoint's)."""
+def _child_running(pid: int, module: bytes) -> bool:
+    """True while a child of `pid` runs `module` (the store worker or the recall worker)."""
     for stat_file in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat_file.read_text().rsplit(")", 1)[1].split()
@@ -71,47 +73,72 @@ def _worker_started(pid: int) -> bool:
             command = (stat_file.parent / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue
-        if any(worker in command for worker in WORKERS):
+        if module in command:
             return True
     return False
 
 
+def _quarantined_copies(sample) -> int:
+    folder = sample.state_dir / "quarantine"
+    return sum(1 for name in LIMITS for _ in folder.rglob(name)) if folder.exists() else 0
+
+
+KILL_POINTS = ("start-up", "storing", "recalling", "rewriting")
+"""Where a kill lands. Each point is recognised by what the run has visibly done, not by a time
+after its start, so the kills land in every step on a fast machine and on a loaded one alike (the
+4.0 line starts its workers seconds later than 3.15)."""
+
+
+def _kill_at(process: subprocess.Popen, point: str, sample, randomness: random.Random) -> str:
+    """Wait until the run reaches `point` (plus a random extra moment) and kill -9 it; return where
+    the kill landed ("completed" when the run ended first)."""
+    stored_before = sum(live_stored_contents(sample.db_path).values())
+    copies_before = _quarantined_copies(sample)
+    reached: dict[str, Callable[[], bool]] = {
+        "start-up": lambda: True,
+        # A new row is committed: the kill lands among the entries being stored.
+        "storing": lambda: (
+            sum(live_stored_contents(sample.db_path).values()) > stored_before
+            or _child_running(process.pid, RECALL_WORKER)
+        ),
+        "recalling": lambda: _child_running(process.pid, RECALL_WORKER),
+        # A copy went into quarantine: the kill lands around a block's rewrite.
+        "rewriting": lambda: _quarantined_copies(sample) > copies_before,
+    }
+    extra = {"start-up": (0.2, 2.5), "storing": (0.0, 0.3), "recalling": (0.0, 1.0)}
+    deadline = time.monotonic() + 120
+    while process.poll() is None and not reached[point]():
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    low, high = extra.get(point, (0.0, 0.0))
+    time.sleep(randomness.uniform(low, high))
+    if process.poll() is not None:
+        return "completed"
+    os.kill(process.pid, signal.SIGKILL)
+    return point
+
+
 def test_kill_dash_nine_at_random_moments_then_the_rerun_converges(sample, tmp_path):
-    """Kills land at random moments: during start-up and planning, and (after the run started its
-    store or recall worker) while entries are stored, recalled or the files rewritten. When a run
-    gets through, the agent writes the full blocks back and the next run has work again (their
-    entries are then already stored: the rerun path)."""
+    """Kills land in each step: start-up and planning, while entries are stored, while they are
+    recalled, and around the rewrite of a block. When a run gets through, the agent writes the
+    full blocks back and the next run has work again (their entries are then already stored: the
+    rerun path). After every run, every entry is in its file or once, live, in the database."""
     original = install_full_blocks(sample)
     config = write_config(tmp_path, GUARD_OFF)
     randomness = random.Random(20261203)
-    kills, progress = 0, []
+    landed = []
     for number in range(8):
         if block_usage(sample, "MEMORY.md") < 0.6 and block_usage(sample, "USER.md") < 0.6:
             install_full_blocks(sample)
         process = _migrate_process(sample, config)
-        if number % 3 == 0:
-            time.sleep(randomness.uniform(0.3, 3.5))
-        else:
-            deadline = time.monotonic() + 60
-            while process.poll() is None and not _worker_started(process.pid):
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.01)
-            time.sleep(randomness.uniform(0.0, 4.0))
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGKILL)
-            kills += 1
+        landed.append(_kill_at(process, KILL_POINTS[number % 4], sample, randomness))
         process.communicate(timeout=60)
         _assert_nothing_lost(sample, original)
-        progress.append(
-            (
-                len(live_stored_contents(sample.db_path)),
-                sum(len(original[n]) - len(block_entries(sample, n)) for n in LIMITS),
-            )
-        )
-    print("stored, moved after each run:", progress, "kills", kills)
-    assert kills >= 4, progress  # the kills really interrupted runs
-    assert any(stored for stored, _ in progress), progress  # some landed after the first store
+    print("kills landed:", landed)
+    kills = [point for point in landed if point != "completed"]
+    assert len(kills) >= 5, landed  # the kills really interrupted runs
+    assert {"storing", "recalling"} <= set(kills), landed
     completed, data = run_migrate(sample, config=config)
     assert completed.returncode == 0, (data.get("error"), completed.stderr[-2000:])
     _assert_nothing_lost(sample, original)
