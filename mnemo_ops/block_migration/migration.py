@@ -402,9 +402,8 @@ class Migration:
                 Severity.INFO,
             )
         if outcome.removed:
-            self._announce(
+            self._announce_moved(
                 name,
-                "memory-block-moved",
                 outcome.removed,
                 outcome.chars_before,
                 outcome.chars_after,
@@ -418,17 +417,17 @@ class Migration:
 
     # ------------------------------------------------------------------------------------- reporting
 
-    def _announce(self, name: str, code: str, texts: list[str], before: int, after: int) -> None:
+    def _announce_moved(self, name: str, texts: list[str], before: int, after: int) -> None:
+        """One line per rewritten block: its sizes and what moved (previews: the ledger keeps it)."""
         limit = self.works[name].limit
         listed = ", ".join(
             f"«{preview(text, 40)}» ({len(text)})" for text in texts[:PREVIEWS_SHOWN]
         )
         more = f" and {len(texts) - PREVIEWS_SHOWN} more" if len(texts) > PREVIEWS_SHOWN else ""
-        verb = "would move" if code.endswith("would-move") else "moved"
         self.ctx.warn(
-            code,
+            "memory-block-moved",
             f"{name}: {before:,} -> {after:,} of {limit:,} characters "
-            f"({before / limit:.0%} -> {after / limit:.0%}); {verb} {len(texts)} "
+            f"({before / limit:.0%} -> {after / limit:.0%}); moved {len(texts)} "
             f"entr{'y' if len(texts) == 1 else 'ies'} into Mnemosyne: {listed}{more}",
             Severity.INFO,
         )
@@ -438,11 +437,20 @@ class Migration:
         for name, work in self.works.items():
             plan = work.plan
             figures = plan.to_stats()
-            figures["moving"] = [
-                {**item, "text": preview(item["text"])} for item in figures["moving"]
-            ]
+            if not self.ctx.dry_run:  # the ledger keeps a real run's result: previews only there
+                figures["moving"] = [
+                    {**item, "text": preview(item["text"])} for item in figures["moving"]
+                ]
             figures["limit_source"] = self.limits.sources[name]
             self.stats["blocks"][name] = figures
+            if not plan.triggered:
+                self.ctx.warn(
+                    "memory-block-size",
+                    f"{name}: {plan.chars_before:,} of {work.limit:,} characters "
+                    f"({plan.chars_before / work.limit:.0%}), under the high water mark "
+                    f"({self.high:.0%}): nothing moves",
+                    Severity.INFO,
+                )
             if plan.triggered and not plan.reaches_low_water:
                 held = ", ".join(f"{reason} {count}" for reason, count in plan.held.items())
                 self.ctx.warn(
@@ -455,7 +463,8 @@ class Migration:
                 )
 
     def dry_run_listing(self) -> None:
-        """What a real run would do: the counts, and each block's entries with the sizes."""
+        """What a real run would do: the counts, each block's sizes before and after, and every
+        entry that would move (its full text, its size and when it was first seen)."""
         for name, work in self.works.items():
             chosen = work.plan.chosen
             if not chosen:
@@ -464,13 +473,28 @@ class Migration:
             self.ctx.count("entries_moved", len(chosen))
             self.ctx.count("blocks_rewritten")
             self.ctx.count("files_quarantined")
-            self._announce(
-                name,
+            limit = work.limit
+            before, after = work.plan.chars_before, work.plan.chars_after
+            self.ctx.warn(
                 "memory-block-would-move",
-                [c.text for c in chosen],
-                work.plan.chars_before,
-                work.plan.chars_after,
+                f"{name}: {before:,} -> {after:,} of {limit:,} characters "
+                f"({before / limit:.0%} -> {after / limit:.0%}); would move {len(chosen)} "
+                f"entr{'y' if len(chosen) == 1 else 'ies'} into Mnemosyne, oldest first:",
+                Severity.INFO,
             )
+            for number, candidate in enumerate(chosen, start=1):
+                seen = (
+                    "not seen before"
+                    if candidate.first_seen == self.now_iso
+                    else f"first seen {candidate.first_seen[:10]}"
+                )
+                stored = ", already stored" if candidate.key in self.stored else ""
+                self.ctx.warn(
+                    "memory-block-would-move-entry",
+                    f"{name} {number}/{len(chosen)} ({candidate.chars} characters, {seen}{stored}): "
+                    f"{' '.join(candidate.text.split())}",
+                    Severity.INFO,
+                )
 
 
 def run(ctx: JobContext) -> JobResult:

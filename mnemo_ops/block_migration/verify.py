@@ -10,9 +10,13 @@ In which session: Mnemosyne's recall reads the rows of the query's session and t
 (cross-session recall is off unless configured), and the Hermes plugin recalls in the session of the
 conversation. Which conversation comes next is unknown, so an entry must come back in both:
 
-- the agent's latest session (the newest row written by anyone but mnemo-ops): the conversation
-  most likely to go on, with its own rows competing against the entry;
-- a session with no rows of its own: the next new conversation, which sees the global rows only.
+- the agent's latest session: the conversation most likely to go on, with its own rows competing
+  against the entry. The Hermes plugin names its sessions ``hermes_<key>`` (the gateway's session
+  key, e.g. one per Telegram topic, else Hermes' session id; mnemosyne-hermes in 3.15.1 and
+  4.0.0b6), so the newest such session is taken; without one, the session of the newest row
+  written by anyone but mnemo-ops;
+- a session with no rows of its own, named the plugin's way: the next new conversation, which sees
+  the global rows only.
 
 A returned item counts when it is the entry's row, or a row whose text is the entry's text.
 """
@@ -27,7 +31,9 @@ from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine
 from mnemo_ops.guard.measure import cutoff_for
 from mnemo_ops.settings import Settings
 
-NEW_SESSION = "mnemo-ops-verify-new-conversation"
+HERMES_SESSION_PREFIX = "hermes_"
+"""How the Hermes plugin names the sessions it recalls in (``hermes_<session key>``)."""
+NEW_SESSION = f"{HERMES_SESSION_PREFIX}mnemo-ops-verify-new-conversation"
 """A session id nobody writes: what a new conversation sees."""
 
 
@@ -54,14 +60,23 @@ class Verification:
 
 
 def agent_session(connection, excluded_prefix: str) -> str | None:
-    """The session of the newest working memory not written by mnemo-ops (None when there is none)."""
-    rows = connection.execute(
+    """The Hermes plugin's newest session, else the session of the newest working memory not
+    written by mnemo-ops (sessions starting with `excluded_prefix`); None when there is none."""
+    query = (
         "SELECT session_id FROM working_memory WHERE session_id IS NOT NULL "
-        "AND substr(session_id, 1, length(?1)) <> ?1 AND session_id <> ?2 "
-        "ORDER BY timestamp DESC LIMIT 1",
-        (excluded_prefix, NEW_SESSION),
-    ).fetchall()
-    return rows[0][0] if rows else None
+        "AND substr(session_id, 1, length(?1)) <> ?1 AND session_id <> ?2 {only} "
+        "ORDER BY timestamp DESC LIMIT 1"
+    )
+    for only in ("AND substr(session_id, 1, length(?3)) = ?3", ""):
+        rows = connection.execute(
+            query.format(only=only),
+            (excluded_prefix, NEW_SESSION, HERMES_SESSION_PREFIX)
+            if only
+            else (excluded_prefix, NEW_SESSION),
+        ).fetchall()
+        if rows:
+            return rows[0][0]
+    return None
 
 
 def sessions_to_verify(latest_agent_session: str | None) -> list[str]:

@@ -63,6 +63,14 @@ def test_full_blocks_move_verified_exactly_once_under_the_guard(conversations):
     would = [w["message"] for w in planned["warnings"] if w["code"] == "memory-block-would-move"]
     assert len(would) == 2 and "MEMORY.md: 1,981 -> " in would[0] and "(90% -> 5" in would[0]
     assert planned["stats"]["blocks"]["USER.md"]["percent_after"] < 60
+    # Every entry that would move, in full, with its size (in the listing and in the stats).
+    listed = [w["message"] for w in planned["warnings"] if w["code"].endswith("move-entry")]
+    planned_texts = [
+        item["text"] for name in LIMITS for item in planned["stats"]["blocks"][name]["moving"]
+    ]
+    assert len(listed) == len(planned_texts) == 10
+    for line, entry in zip(listed, planned_texts):
+        assert line.endswith(entry) and f"({len(entry)} characters, not seen before)" in line
     text = run_cli(home, "run", "memory-block-migrate", "--dry-run")
     assert "would move 4 entries" in text.stdout.replace("\n", " ")
 
@@ -85,6 +93,7 @@ def test_full_blocks_move_verified_exactly_once_under_the_guard(conversations):
             assert (entry in now[name]) != (stored[entry] == 1), entry
         assert now[name] == [e for e in original[name] if e not in moved[name]]  # order kept
     assert set(stored.values()) == {1} and sum(stored.values()) == 10
+    assert sorted(planned_texts) == sorted(e for name in LIMITS for e in moved[name])
     rows = {row["content"]: row for row in stored_rows(home.db_path)}
     for entry in moved["USER.md"]:
         assert (rows[entry]["source"], rows[entry]["veracity"]) == ("user", "stated")
@@ -117,6 +126,8 @@ def test_full_blocks_move_verified_exactly_once_under_the_guard(conversations):
     again, second = run_migrate(home)
     assert again.returncode == 0 and second["status"] == "ok"
     assert set(second["changes"].values()) == {0}
+    sizes = [w["message"] for w in second["warnings"] if w["code"] == "memory-block-size"]
+    assert len(sizes) == 2 and all("under the high water mark (80%)" in m for m in sizes)
 
     # quarantine restore brings back the exact bytes (the current file moved aside first).
     user = home.memory_blocks_dir / "USER.md"
