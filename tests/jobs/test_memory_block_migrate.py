@@ -129,13 +129,24 @@ def test_full_blocks_move_verified_exactly_once_under_the_guard(conversations):
     sizes = [w["message"] for w in second["warnings"] if w["code"] == "memory-block-size"]
     assert len(sizes) == 2 and all("under the high water mark (80%)" in m for m in sizes)
 
-    # quarantine restore brings back the exact bytes (the current file moved aside first).
+    # quarantine restore brings back the exact bytes: with --replace, the migrated file goes into
+    # quarantine first; without it, once the migrated file was moved aside.
     user = home.memory_blocks_dir / "USER.md"
-    shutil.move(user, home.directory / "USER.md.after-migration")
-    restored = run_cli(home, "quarantine", "restore", copies["USER.md"]["id"])
+    migrated = user.read_bytes()
+    restored = run_cli(
+        home, "--json", "quarantine", "restore", copies["USER.md"]["id"], "--replace"
+    )
     assert restored.returncode == 0, restored.stderr
     assert user.read_bytes() == original_bytes["USER.md"]
     assert stat.S_IMODE(user.stat().st_mode) == 0o640
+    replaced = json.loads(restored.stdout)["entry"]["replaced_by_entry"]
+    assert run_cli(home, "quarantine", "restore", replaced).returncode == 1  # USER.md is there
+    memory = home.memory_blocks_dir / "MEMORY.md"
+    shutil.move(memory, home.directory / "MEMORY.md.after-migration")
+    assert run_cli(home, "quarantine", "restore", copies["MEMORY.md"]["id"]).returncode == 0
+    assert memory.read_bytes() == original_bytes["MEMORY.md"]
+    assert run_cli(home, "quarantine", "restore", replaced, "--replace").returncode == 0
+    assert user.read_bytes() == migrated  # and back again: nothing is ever lost
 
 
 def test_the_guard_refuses_on_a_tiny_home_and_the_trial_never_touches_the_live_files(sample):

@@ -108,3 +108,46 @@ def test_stale_temporaries_of_ours_are_removed_and_nothing_else(tmp_path):
         ".mnemo-ops-link.tmp",
         "MEMORY.md",
     ]
+
+
+def test_restore_replace_waits_for_the_agent_and_keeps_the_file_it_replaces(sample):
+    """``quarantine restore --replace`` of a block's copy: the file now there goes into quarantine
+    first, both under Hermes' lock, so an entry the agent writes at that moment is never lost."""
+    from datetime import UTC, datetime
+
+    from mnemo_ops.selfcare import quarantine
+    from tests.selfcare.helpers import settings_for
+
+    settings = settings_for(sample)
+    path = sample.memory_blocks_dir / "MEMORY.md"
+    path.write_text(render_entries(ENTRIES))
+    os.chmod(path, 0o640)
+    before = path.read_bytes()
+    copy = quarantine.preserve_copy(
+        settings,
+        path,
+        before,
+        0o640,
+        path.stat().st_mtime,
+        "memory-block-migrate",
+        datetime.now(UTC),
+    )
+    path.write_text(render_entries(ENTRIES[1:]))  # the migration's rewrite
+    with pytest.raises(MnemoOpsError, match="--replace"):
+        quarantine.restore(settings, copy["id"])
+    planned = quarantine.restore(settings, copy["id"], dry_run=True, replace=True)
+    assert planned["would_replace"] == str(path) and path.read_text() == render_entries(ENTRIES[1:])
+    agent = _holder(path, sample.directory / "held", 0.6, "entry the agent adds meanwhile")
+    started = time.monotonic()
+    restored = quarantine.restore(settings, copy["id"], replace=True)
+    waited = time.monotonic() - started
+    agent.wait(timeout=30)
+    assert waited >= 0.4  # it really waited for the agent's lock
+    assert path.read_bytes() == before and stat.S_IMODE(path.stat().st_mode) == 0o640
+    # The file it replaced (the agent's new entry included) is in quarantine, restorable.
+    replaced = {e["id"]: e for e in quarantine.list_entries(settings)}[
+        restored["replaced_by_entry"]
+    ]
+    assert replaced["rule"] == "replaced-by-restore" and replaced["status"] == "staged"
+    kept = settings.quarantine_dir / replaced["staged_at"][:10] / replaced["stored_path"]
+    assert parse_entries(kept.read_text()) == [*ENTRIES[1:], "entry the agent adds meanwhile"]
