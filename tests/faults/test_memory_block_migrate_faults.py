@@ -128,16 +128,16 @@ def test_kill_dash_nine_at_random_moments_then_the_rerun_converges(sample, tmp_p
     config = write_config(tmp_path, GUARD_OFF)
     randomness = random.Random(20261203)
     landed = []
-    for number in range(8):
+    for point in (*KILL_POINTS, "storing", "recalling"):
         if block_usage(sample, "MEMORY.md") < 0.6 and block_usage(sample, "USER.md") < 0.6:
             install_full_blocks(sample)
         process = _migrate_process(sample, config)
-        landed.append(_kill_at(process, KILL_POINTS[number % 4], sample, randomness))
+        landed.append(_kill_at(process, point, sample, randomness))
         process.communicate(timeout=60)
         _assert_nothing_lost(sample, original)
     print("kills landed:", landed)
     kills = [point for point in landed if point != "completed"]
-    assert len(kills) >= 5, landed  # the kills really interrupted runs
+    assert len(kills) >= 4, landed  # the kills really interrupted runs
     assert {"storing", "recalling"} <= set(kills), landed
     completed, data = run_migrate(sample, config=config)
     assert completed.returncode == 0, (data.get("error"), completed.stderr[-2000:])

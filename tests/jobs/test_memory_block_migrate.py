@@ -168,7 +168,11 @@ def test_the_guard_refuses_on_a_tiny_home_and_the_trial_never_touches_the_live_f
 
 @pytest.mark.parametrize("kind", ["symlink", "invalid-utf8", "oversize"])
 def test_a_suspicious_block_is_reported_and_left_byte_identical(sample, tmp_path, kind):
+    """The block is left byte-identical. With the symlink, the other block is still looked after;
+    the other cases run without it (no store, no recall: the test stays quick)."""
     install_full_blocks(sample)
+    if kind != "symlink":
+        (sample.memory_blocks_dir / "USER.md").unlink()
     memory = sample.memory_blocks_dir / "MEMORY.md"
     if kind == "symlink":
         target = tmp_path / "outside.md"
@@ -193,15 +197,20 @@ def test_a_suspicious_block_is_reported_and_left_byte_identical(sample, tmp_path
     if kind == "symlink":
         assert memory.is_symlink() and memory.readlink() == target
     assert not any("MEMORY.md" in row["block"] for row in stored_rows(sample.db_path))
-    # The other block is still looked after.
-    assert data["changes"]["entries_moved"] == 4 and block_usage(sample, "USER.md") < 0.6
+    if kind == "symlink":  # the other block is still looked after
+        assert data["changes"]["entries_moved"] == 4 and block_usage(sample, "USER.md") < 0.6
+    else:
+        assert data["stats"]["blocks"]["USER.md"]["missing"] and stored_rows(sample.db_path) == []
 
 
 def test_a_missing_block_and_a_symlinked_folder(sample, tmp_path):
     config = write_config(tmp_path, GUARD_OFF)
-    (sample.memory_blocks_dir / "MEMORY.md").unlink()
+    for name in LIMITS:  # Hermes creates them on first use
+        (sample.memory_blocks_dir / name).unlink()
     completed, data = run_migrate(sample, config=config)
-    assert completed.returncode == 0 and data["stats"]["blocks"]["MEMORY.md"]["missing"]
+    assert completed.returncode == 0 and data["status"] == "ok"
+    assert all(data["stats"]["blocks"][name]["missing"] for name in LIMITS)
+    assert set(data["changes"].values()) == {0} and not list(sample.memory_blocks_dir.iterdir())
     real = tmp_path / "real-memories"
     shutil.move(sample.memory_blocks_dir, real)
     sample.memory_blocks_dir.symlink_to(real)
