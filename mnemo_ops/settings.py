@@ -238,7 +238,45 @@ SCHEMA: dict[str, Any] = {
         "vacuum": Option(bool, False, per_run=True, help="also VACUUM (rewrites the file)"),
     },
     "self_reflection": {},
-    "memory_block_migrate": {},
+    "memory_block_migrate": {
+        "high_water": Option(
+            float, 0.8, "fraction", "a block is worked on once it holds this share of its limit"
+        ),
+        "low_water": Option(
+            float, 0.6, "fraction", "entries move until the block is under this share"
+        ),
+        "keep_patterns": Option(
+            list,
+            [],
+            item_kind=str,
+            help="regular expressions (Python re.search); an entry matching one never moves",
+        ),
+        "user_importance": Option(
+            float,
+            0.8,
+            "fraction",
+            "importance of moved USER.md entries (0.7 or more: the canonical trigger promotes them)",
+        ),
+        "memory_importance": Option(
+            float, 0.7, "fraction", "importance of moved MEMORY.md entries"
+        ),
+        "recall_profile": Option(
+            str,
+            "hermes",
+            choices=("hermes", "plain"),
+            help="how a moved entry is recalled before it leaves the file: hermes, what the "
+            "Hermes plugin injects each turn; plain, Mnemosyne's recall with retrieval_eval.k",
+        ),
+        "lock_wait_seconds": Option(
+            (int, float),
+            30,
+            "non_negative",
+            "wait this long for Hermes' <file>.lock, then leave the block to the next run",
+        ),
+        "max_rounds": Option(
+            int, 3, "positive", "store-and-recall rounds when some entries are not recalled"
+        ),
+    },
     # Where the jobs are scheduled (`mnemo-ops hermes|systemd|kubernetes ...`); all render from the
     # same manifests as `cron render`.
     "scheduling": {

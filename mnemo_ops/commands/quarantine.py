@@ -62,8 +62,9 @@ def register(app: typer.Typer) -> None:
     @group.command(
         "restore",
         help="Move a quarantined file back to its original path, with its mode and "
-        "mtime. Refuses when that path exists again.\n\n"
-        "Example: mnemo-ops quarantine restore 20261130-1a2b3c4d",
+        "mtime. Refuses when that path exists again, unless --replace: then the file there "
+        "goes into quarantine first (for a memory block, under Hermes' MEMORY.md.lock).\n\n"
+        "Example: mnemo-ops quarantine restore 20261130-1a2b3c4d --replace",
     )
     @handle_errors
     def restore_command(
@@ -73,13 +74,25 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(
             False, "--dry-run", "-n", help="Check and say what would happen; move nothing."
         ),
+        replace: bool = typer.Option(
+            False,
+            "--replace",
+            help="Replace the file now at the original path, keeping it in quarantine first.",
+        ),
     ) -> None:
-        entry = quarantine.restore(CURRENT.settings, entry_id, dry_run=dry_run)
+        entry = quarantine.restore(CURRENT.settings, entry_id, dry_run=dry_run, replace=replace)
         verb = "would restore" if dry_run else "restored"
 
         def text(console) -> None:
             console.print(
                 f"{verb} {entry['id']} -> {entry['original_path']}", markup=False, highlight=False
             )
+            if entry.get("would_replace"):
+                console.print("  would keep the file there in quarantine first", markup=False)
+            if entry.get("replaced_by_entry"):
+                console.print(
+                    f"  the file it replaced is in quarantine as {entry['replaced_by_entry']}",
+                    markup=False,
+                )
 
         emit({"restored": not dry_run, "dry_run": dry_run, "entry": entry}, text)

@@ -1,8 +1,9 @@
-"""nightly-selfcare: run the audits, record the day's row counts, stage expired files, write the report.
+"""nightly-selfcare: run the audits, record the day's row counts and the memory block entries' first
+sightings, stage expired files, write the report.
 
-Every audit only reads; the job's writes are the row counts in state.db, files moved into quarantine
-(never deleted) and ``reports/YYYY-MM-DD.md``. A dry run reports the same findings and counts and
-changes nothing.
+Every audit only reads; the job's writes are the row counts and first-seen dates in state.db, files
+moved into quarantine (never deleted) and ``reports/YYYY-MM-DD.md``. A dry run reports the same
+findings and counts and changes nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.errors import DatabaseError
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.memory_blocks import entry_history
+from mnemo_ops.memory_blocks.blocks import BLOCK_NAMES, Block, read_block
+from mnemo_ops.memory_blocks.limits import block_limits
 from mnemo_ops.selfcare import quarantine, report, row_count_history
 from mnemo_ops.selfcare.audits import AUDIT_MODULES, run_audit
 
@@ -47,6 +51,32 @@ def _record_row_counts(ctx: JobContext, now: datetime) -> None:
         if ctx.dry_run or not changed:
             return
         row_count_history.record(ledger, day, changed, isoformat(now))
+    finally:
+        if ledger is not None:
+            ledger.close()
+
+
+def _record_block_entries(ctx: JobContext, now: datetime) -> None:
+    """First-seen dates of the memory blocks' entries (the files keep none): memory-block-migrate
+    moves the oldest first. A block the audit could not read is left out (the audit reported it)."""
+    folder = ctx.settings.memory_blocks_dir
+    if folder.is_symlink():
+        return
+    limits = block_limits(ctx.settings)
+    blocks = [read_block(folder / name, limits.of(name)) for name in BLOCK_NAMES]
+    readable = [block for block in blocks if isinstance(block, Block)]
+    ledger = ctx.open_state()
+    try:
+        fresh = {
+            block.name: entry_history.unseen(ledger, block.name, block.entries)
+            for block in readable
+        }
+        ctx.count("block_entries_recorded", sum(len(entries) for entries in fresh.values()))
+        if ctx.dry_run:
+            return
+        for block in readable:
+            if fresh[block.name]:
+                entry_history.record_seen(ledger, block.name, block.entries, isoformat(now))
     finally:
         if ledger is not None:
             ledger.close()
@@ -98,12 +128,14 @@ def _write_report(ctx: JobContext) -> None:
 
 
 def run(ctx: JobContext) -> JobResult:
-    """Audit, record row counts, stage expired files, write the report."""
+    """Audit, record row counts and block entries, stage expired files, write the report."""
     now = utc_now()
-    with ctx.progress.bar("nightly-selfcare", total=4) as bar:
+    with ctx.progress.bar("nightly-selfcare", total=5) as bar:
         _audit(ctx, now)
         bar.advance()
         _record_row_counts(ctx, now)
+        bar.advance()
+        _record_block_entries(ctx, now)
         bar.advance()
         _stage_expired(ctx, now)
         bar.advance()

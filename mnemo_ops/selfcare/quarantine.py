@@ -6,6 +6,10 @@ Layout (folders 0700, files 0600)::
     <state_dir>/quarantine/<YYYY-MM-DD>/<ID>.json              one entry: original path, sha256, size, mtime, mode
     <state_dir>/quarantine/<YYYY-MM-DD>/<ID>/<original name>   the file itself
 
+A file about to be rewritten in place (a memory block, by memory-block-migrate) is kept the same way
+as a copy (`preserve_copy`): ``restore --replace`` puts it back under the writer's ``<file>.lock``,
+after keeping the file it replaces in quarantine the same way.
+
 Staging writes the entry (status ``staging``) before it moves the file and marks it ``staged`` after,
 so a run killed in between leaves an entry that says where the file came from; the listing derives
 the real state from where the file is. Staging never follows a symlink (symlinks are left where they
@@ -15,6 +19,7 @@ configured roots, or that lies in our state dir's own bookkeeping (state.db, bac
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import fnmatch
@@ -23,13 +28,15 @@ import json
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from mnemo_ops.core.clock import isoformat
 from mnemo_ops.core.errors import ConfigError, MnemoOpsError, UsageError
-from mnemo_ops.private_files import ensure_private_dir, write_json_atomic
+from mnemo_ops.memory_blocks.hermes_lock import block_lock
+from mnemo_ops.private_files import ensure_private_dir, write_atomic, write_json_atomic
 from mnemo_ops.settings import Settings
 
 
@@ -236,6 +243,80 @@ def stage(
     return staged, problems
 
 
+@contextlib.contextmanager
+def _writer_lock(original: Path, entry: dict[str, Any]) -> Iterator[None]:
+    """Hermes' ``<file>.lock`` for a copy taken before a rewrite (a memory block), else nothing."""
+    if entry.get("kind") != "copy before rewrite":
+        yield
+        return
+    with block_lock(original, REPLACE_LOCK_WAIT_S):
+        yield
+
+
+def _keep_current(settings: Settings, original: Path) -> dict[str, Any]:
+    """Keep the file now at `original` in quarantine (exact bytes, mode, mtime) before replacing it."""
+    descriptor = os.open(original, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        data = handle.read()
+    return preserve_copy(
+        settings,
+        original,
+        data,
+        status.st_mode & 0o7777,
+        status.st_mtime,
+        REPLACED_RULE,
+        datetime.now(UTC),
+    )
+
+
+def preserve_copy(
+    settings: Settings,
+    path: Path,
+    data: bytes,
+    mode: int,
+    mtime: float,
+    rule: str,
+    now: datetime,
+) -> dict[str, Any]:
+    """Keep a copy of a file that is about to be rewritten in place: `data` is its exact content
+    (read by the caller, e.g. under the writer's lock), so ``quarantine restore`` brings back these
+    bytes with this mode and mtime once the rewritten file is moved aside. Returns the entry.
+
+    The entry is written (status ``staging``) before the copy and marked ``staged`` after it, both
+    atomically, so a run killed in between leaves no entry claiming a copy it does not have.
+    """
+    folder = ensure_private_dir(day_folder(settings, now))
+    os.chmod(settings.quarantine_dir, 0o700)
+    digest = hashlib.sha256(data).hexdigest()
+    token = hashlib.sha256(
+        f"{path}\0{digest}\0{now.isoformat()}\0{os.urandom(8).hex()}".encode()
+    ).hexdigest()[:8]
+    entry_id = f"{now.astimezone(UTC):%Y%m%d}-{token}"
+    entry = {
+        "id": entry_id,
+        "rule": rule,
+        "original_path": str(path),
+        "original_parent_realpath": str(path.parent.resolve()),
+        "stored_path": f"{entry_id}/{path.name}",
+        "sha256": digest,
+        "size": len(data),
+        "mtime": mtime,
+        "mtime_iso": isoformat(datetime.fromtimestamp(mtime, UTC)),
+        "mode": f"{mode:04o}",
+        "staged_at": isoformat(now),
+        "status": "staging",
+        "kind": "copy before rewrite",
+    }
+    write_json_atomic(folder / f"{entry_id}.json", entry)
+    target_dir = ensure_private_dir(folder / entry_id)
+    write_atomic(target_dir / path.name, data)
+    entry["status"] = "staged"
+    write_json_atomic(folder / f"{entry_id}.json", entry)
+    _write_day_manifest(folder)
+    return entry
+
+
 def _read_entry(path: Path) -> dict[str, Any] | None:
     try:
         if path.is_symlink():
@@ -298,12 +379,25 @@ def _find_entry(settings: Settings, entry_id: str) -> tuple[Path, dict[str, Any]
     raise UsageError(f"no quarantine entry {entry_id!r} (see: mnemo-ops quarantine list)")
 
 
-def restore(settings: Settings, entry_id: str, dry_run: bool = False) -> dict[str, Any]:
+REPLACED_RULE = "replaced-by-restore"
+"""The rule of the copy ``restore --replace`` keeps of the file it replaces."""
+REPLACE_LOCK_WAIT_S = 30.0
+
+
+def restore(
+    settings: Settings, entry_id: str, dry_run: bool = False, replace: bool = False
+) -> dict[str, Any]:
     """Put entry `entry_id` back where it came from (content, mode and mtime); return the entry.
 
-    Refuses (MnemoOpsError, exit 1) when the original path is taken again, when its folder now
-    resolves elsewhere (a symlink was put in the way), or when the stored file no longer matches its
-    sha256. Missing parent folders are recreated (0700).
+    Refuses (MnemoOpsError, exit 1) when the original path is taken again (unless `replace`), when
+    its folder now resolves elsewhere (a symlink was put in the way), or when the stored file no
+    longer matches its sha256. Missing parent folders are recreated (0700).
+
+    With `replace`, a regular file now at the original path is itself kept in quarantine first
+    (rule ``replaced-by-restore``; its id is returned as ``replaced_by_entry``) and then replaced
+    by one rename, so nothing is lost either way. For a copy taken before a rewrite (a memory
+    block), both happen under the writer's ``<file>.lock`` (Hermes' convention), so an entry the
+    agent adds at that moment is either in the copy or written after the restore, never lost.
     """
     folder, entry = _find_entry(settings, entry_id)
     state = _entry_state(folder, entry)
@@ -313,8 +407,13 @@ def restore(settings: Settings, entry_id: str, dry_run: bool = False) -> dict[st
     original = Path(entry["original_path"])
     if not original.is_absolute():
         raise MnemoOpsError(f"quarantine entry {entry_id}: original_path is not absolute")
-    if os.path.lexists(original):
-        raise MnemoOpsError(f"{original} exists again; move it away first, then restore {entry_id}")
+    if os.path.lexists(original) and not replace:
+        raise MnemoOpsError(
+            f"{original} exists again; move it away first, or restore {entry_id} with --replace "
+            "(keeps the current file in quarantine)"
+        )
+    if os.path.lexists(original) and (original.is_symlink() or not original.is_file()):
+        raise MnemoOpsError(f"{original} is not a regular file; not replaced")
     if _sha256_no_follow(stored) != entry["sha256"]:
         raise MnemoOpsError(f"{stored} no longer matches its sha256; not restored")
     parent = original.parent
@@ -330,12 +429,25 @@ def restore(settings: Settings, entry_id: str, dry_run: bool = False) -> dict[st
         raise MnemoOpsError(f"{existing} now resolves elsewhere; not restored")
     result = {**entry, "status": "staged", "would_restore": dry_run}
     if dry_run:
+        if os.path.lexists(original):
+            result["would_replace"] = str(original)
         return result
     parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _move(stored, original)
-    os.chmod(original, int(entry.get("mode", "0600"), 8))
-    os.utime(original, (entry["mtime"], entry["mtime"]))
+    with _writer_lock(original, entry):
+        replaced = None
+        if os.path.lexists(original):  # looked at again under the lock
+            if not replace:
+                raise MnemoOpsError(f"{original} exists again; not restored")
+            replaced = _keep_current(settings, original)
+        # Mode and mtime first, then one rename: a reader sees the old file or the restored one.
+        os.chmod(stored, int(entry.get("mode", "0600"), 8))
+        os.utime(stored, (entry["mtime"], entry["mtime"]))
+        _move(stored, original)
+        os.chmod(original, int(entry.get("mode", "0600"), 8))
+        os.utime(original, (entry["mtime"], entry["mtime"]))
     entry.update({"status": "restored", "restored_at": isoformat(datetime.now(UTC))})
+    if replaced is not None:
+        entry["replaced_by_entry"] = replaced["id"]
     write_json_atomic(folder / f"{entry_id}.json", entry)
     try:
         (folder / entry_id).rmdir()  # the now-empty holder folder (our own); never a file

@@ -21,6 +21,9 @@ from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.errors import DatabaseError, UsageError
 from mnemo_ops.core.results import JobResult, Severity, severity_rank
 from mnemo_ops.guard import history as guard_history
+from mnemo_ops.memory_blocks import entry_history
+from mnemo_ops.memory_blocks.blocks import BLOCK_NAMES, Block, read_block
+from mnemo_ops.memory_blocks.limits import block_limits
 from mnemo_ops.private_files import ensure_private_dir, write_atomic
 from mnemo_ops.scheduling.job_table import job_table
 from mnemo_ops.selfcare import quarantine, row_count_history
@@ -50,6 +53,7 @@ class Report:
     growth: dict[str, Any]
     quarantine: dict[str, Any] = dataclasses.field(default_factory=dict)
     guard: dict[str, Any] = dataclasses.field(default_factory=dict)
+    memory_blocks: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def run_counts(self) -> dict[str, int]:
@@ -103,6 +107,7 @@ class Report:
             "growth": self.growth,
             "quarantine": self.quarantine,
             "guard": self.guard,
+            "memory_blocks": self.memory_blocks,
             "jobs": self.jobs,
         }
 
@@ -287,6 +292,63 @@ def _quarantine_summary(settings: Settings, start: datetime) -> dict[str, Any]:
     }
 
 
+def _memory_blocks_summary(settings: Settings, ledger, start: datetime) -> dict[str, Any]:
+    """Each block's size now (read fresh), and the entries memory-block-migrate moved in the period."""
+    limits = block_limits(settings)
+    sizes: dict[str, Any] = {}
+    for name in BLOCK_NAMES:
+        limit = limits.of(name)
+        block = (
+            None
+            if settings.memory_blocks_dir.is_symlink()
+            else read_block(settings.memory_blocks_dir / name, limit)
+        )
+        if isinstance(block, Block):
+            sizes[name] = {
+                "chars": block.chars,
+                "limit": limit,
+                "percent": round(100 * block.chars / limit, 1),
+                "entries": len(block.entries),
+            }
+        else:
+            sizes[name] = {
+                "limit": limit,
+                "unavailable": "missing" if block is None else block.code,
+            }
+    moved = [
+        {key: row[key] for key in ("block", "preview", "chars", "moved_at", "memory_id")}
+        for row in entry_history.moved_since(ledger, isoformat(start))
+    ]
+    return {"blocks": sizes, "moved": moved}
+
+
+def _memory_block_lines(summary: dict[str, Any]) -> list[str]:
+    lines = []
+    for name, size in (summary.get("blocks") or {}).items():
+        if "chars" in size:
+            lines.append(
+                f"{name}: {size['chars']:,} of {size['limit']:,} characters ({size['percent']:.0f}%), "
+                f"{size['entries']} entries"
+            )
+        else:
+            lines.append(f"{name}: {size['unavailable']} (limit {size['limit']:,})")
+    moved = summary.get("moved") or []
+    if moved:
+        by_block: dict[str, int] = {}
+        for row in moved:
+            by_block[row["block"]] = by_block.get(row["block"], 0) + 1
+        counts = ", ".join(f"{name} {count}" for name, count in sorted(by_block.items()))
+        lines.append(
+            f"moved into Mnemosyne in the period: {len(moved)} entries "
+            f"({sum(row['chars'] or 0 for row in moved):,} characters; {counts}); the files as "
+            "they were: mnemo-ops quarantine list"
+        )
+        lines += [f"  {row['block']}: {row['preview']} ({row['chars']})" for row in moved[:10]]
+    else:
+        lines.append("nothing moved into Mnemosyne in the period")
+    return lines
+
+
 def build_report(
     settings: Settings,
     since: timedelta = timedelta(hours=24),
@@ -369,6 +431,7 @@ def build_report(
             growth=growth,
             quarantine=_quarantine_summary(settings, start),
             guard=_guard_summary(ledger),
+            memory_blocks=_memory_blocks_summary(settings, ledger, start),
         )
     finally:
         if ledger is not None:
@@ -471,6 +534,8 @@ def render_text(report: Report) -> str:
     lines.append("Eval trend: " + "; ".join(_metric_summary(report.eval_trend)))
     lines.append("Recall guard:")
     lines += [f"  {line}" for line in _guard_lines(report.guard)]
+    lines.append("Memory blocks:")
+    lines += [f"  {line}" for line in _memory_block_lines(report.memory_blocks)]
     baseline = report.growth["baseline_day"]
     lines.append(f"Memory growth (against {baseline or 'no record from a week ago yet'}):")
     for table, now_count, change in _growth_rows(report.growth):
@@ -537,6 +602,11 @@ def render_markdown(report: Report) -> str:
     lines += [f"- {line}" for line in _metric_summary(report.eval_trend)]
     lines += ["", "## Recall guard", ""]
     lines += [f"- {_cell(line)}" for line in _guard_lines(report.guard)]
+    lines += ["", "## Memory blocks", ""]
+    lines += [
+        ("  " if line.startswith("  ") else "") + f"- {_cell(line.strip())}"
+        for line in _memory_block_lines(report.memory_blocks)
+    ]
     baseline = report.growth["baseline_day"]
     lines += [
         "",

@@ -29,7 +29,7 @@ def test_all_jobs_have_valid_manifests():
         "retrieval-eval": "opens-snapshot",
         "monthly-maintenance": "uses-code",
         "self-reflection": "none",
-        "memory-block-migrate": "none",
+        "memory-block-migrate": "opens-database",  # stores the entries through remember
     }
 
 

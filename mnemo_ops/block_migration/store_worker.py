@@ -1,0 +1,165 @@
+"""Child process: store block entries through Mnemosyne's own ``remember``, exactly once.
+
+Run by ``store.store_entries`` (``python -m mnemo_ops.block_migration.store_worker``) with one JSON
+request on stdin; answers with JSON lines on stdout (``{"stored": ...}`` after each entry, then
+``{"result": ...}`` or ``{"error": ...}``). Everything Mnemosyne prints goes to stderr.
+
+Why a child process: Mnemosyne opens the database with Python's sqlite3 while the job's own
+connections are apsw (another SQLite library); two libraries with one database open in one process
+drop each other's POSIX locks (docs/architecture.md). This process touches the database through
+Python's sqlite3 only.
+
+Exactly once: before each remember the entry's key is looked up; remember commits the row and its
+metadata (with the key) in one statement. Mnemosyne writes the legacy ``memories`` row in a second
+commit, so a row whose legacy row is missing (a kill fell between the two) gets it repaired, the row
+remember would have written. A lock error (the live agent's write at an unlucky moment) rolls back
+and retries after looking the key up again. No transaction is left open between entries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mnemo_ops.block_migration.stored_rows import find_stored
+from mnemo_ops.core.clock import local_timestamp
+from mnemo_ops.database import BUSY_TIMEOUT_MS, transactions
+from mnemo_ops.database.mnemosyne_api import close_mnemosyne_connections, open_mnemosyne
+
+PROTOCOL = sys.stdout
+LOCK_RETRY_ATTEMPTS = 8
+LOCK_RETRY_BACKOFF_S = 0.05
+
+
+def send(message: dict[str, Any]) -> None:
+    """Write one protocol line."""
+    PROTOCOL.write(json.dumps(message) + "\n")
+    PROTOCOL.flush()
+
+
+def _end_transactions(memory: Any, rollback: bool = False) -> None:
+    """Leave no transaction open on Mnemosyne's connections (a held snapshot makes the next write
+    fail at once with "database is locked" once another connection committed)."""
+    for connection in {id(c): c for c in (memory.conn, memory.beam.conn)}.values():
+        if connection.in_transaction:
+            if rollback:
+                connection.rollback()
+            else:
+                connection.commit()
+
+
+def _repair_legacy_row(connection: sqlite3.Connection, memory_id: str) -> None:
+    transactions.write_statement(
+        connection,
+        "INSERT OR IGNORE INTO memories (id, content, source, timestamp, session_id, importance, "
+        "metadata_json) SELECT id, content, source, timestamp, session_id, importance, metadata_json "
+        "FROM working_memory WHERE id = ?",
+        (memory_id,),
+    )
+
+
+def _store_one(memory: Any, connection: sqlite3.Connection, entry: dict[str, Any]) -> dict:
+    key = entry["key"]
+    for attempt in range(1, LOCK_RETRY_ATTEMPTS + 1):
+        _end_transactions(memory)
+        stored = find_stored(connection, local_timestamp(), only_key=key).get(key)
+        if stored is not None:
+            if not stored.has_legacy_row:
+                _repair_legacy_row(connection, stored.memory_id)
+            outcome = "stored" if attempt > 1 else "already-stored"
+            return {"key": key, "outcome": outcome, "memory_id": stored.memory_id}
+        try:
+            memory_id = memory.remember(
+                entry["content"],
+                source=entry["source"],
+                importance=entry["importance"],
+                veracity=entry["veracity"],
+                metadata=entry["metadata"],
+                scope="global",
+            )
+            break
+        except sqlite3.Error as error:
+            _end_transactions(memory, rollback=True)
+            if not transactions.is_busy_error(error) or attempt == LOCK_RETRY_ATTEMPTS:
+                raise
+            time.sleep(LOCK_RETRY_BACKOFF_S * attempt)
+    _end_transactions(memory)
+    if memory_id is None:
+        return {"key": key, "outcome": "filtered", "memory_id": None}
+    stored = find_stored(connection, local_timestamp(), only_key=key).get(key)
+    if stored is None or stored.memory_id != memory_id:
+        # Mnemosyne merged the content into a row of this session that lacks our key: it cannot
+        # happen with one session per run and distinct entries, and is reported if it ever does.
+        return {"key": key, "outcome": "merged", "memory_id": memory_id}
+    return {"key": key, "outcome": "stored", "memory_id": memory_id}
+
+
+def store(request: dict[str, Any]) -> dict[str, Any]:
+    """Store every entry of the request; return each entry's outcome and memory id."""
+    db_path = Path(request["db_path"])
+    memory = open_mnemosyne(
+        db_path,
+        session_id=request["session_id"],
+        hermes_home=Path(request["hermes_home"]) if request.get("hermes_home") else None,
+        initialise=bool(request.get("initialise")),
+    )
+    connection = sqlite3.connect(str(db_path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    outcomes = []
+    try:
+        for entry in request["entries"]:
+            die_with_parent(request.get("parent_pid"))
+            outcome = _store_one(memory, connection, entry)
+            outcomes.append(outcome)
+            send({"stored": outcome})
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            _end_transactions(memory)
+        connection.close()
+        close_mnemosyne_connections()
+    return {"outcomes": outcomes}
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """Make this process end when the job that started it ends (a kill -9 of the job included).
+
+    An orphaned worker still storing while the next run starts its own would race it on the same
+    keys. Linux's parent-death signal covers a kill from now on; the pid check covers a parent that
+    was gone before the signal was armed.
+    """
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the pid check below still applies
+        pass
+    if parent_pid is not None and os.getppid() != parent_pid:
+        raise SystemExit(1)
+
+
+def main() -> None:
+    """Read the request, store, report the result or a one-line error."""
+    request = json.load(sys.stdin)
+    die_with_parent(request.get("parent_pid"))
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            result = store(request)
+    except Exception as error:  # reported to the parent as one line; the traceback stays on stderr
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        send({"error": f"{type(error).__name__}: {error}"})
+        raise SystemExit(1) from None
+    send({"result": result})
+
+
+if __name__ == "__main__":
+    main()
