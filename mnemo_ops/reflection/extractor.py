@@ -173,7 +173,12 @@ _PRONOUNS = (
 def _clean_object(text: str) -> str:
     """What a preference is about, cut at its reason, in the third person (a note about the user,
     never the user's own words)."""
-    text = re.split(r"\b(?:because|since|but|although|so that)\b|,\s+(?:and|so|but)\s", text)[0]
+    # The object ends at a reason, an aside or a remark ("..., as I said", "..., email is fine").
+    text = re.split(
+        r"\b(?:because|since|but|although|so that|as (?:i|we) (?:said|told)|as always)\b|,",
+        text,
+        flags=re.IGNORECASE,
+    )[0]
     for pattern, replacement in _PRONOUNS:
         text = pattern.sub(replacement, text)
     return " ".join(text.split()).strip(" ,:-")

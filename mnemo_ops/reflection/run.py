@@ -171,9 +171,9 @@ def _reflect(ctx: JobContext, state_db, now, this_week: str) -> None:
         "lessons": the_plan.listing[:LISTED],
         **notes,
     }
-    if layer.use_model or layer.method != "extractive":
-        stats["model"] = layer.stats()
     ctx.result.stats["reflection"] = stats
+    if layer.use_model:
+        ctx.result.stats["model"] = layer.stats()
     ctx.result.stats["listing"] = {
         "title": "lessons" if not ctx.dry_run else "lessons it would store",
         "lines": [
