@@ -212,12 +212,12 @@ def test_a_dry_run_lists_the_lessons_with_the_counts_and_changes_nothing(week):
 
 def test_a_restated_lesson_reinforces_and_a_contradiction_supersedes(week):
     reflect(week)
-    [before] = [l for l in lessons(week.db_path) if l["metadata"]["kind"] == "preference"]
+    [before] = [row for row in lessons(week.db_path) if row["metadata"]["kind"] == "preference"]
     remember(week, "flight-booking", "I prefer window seats on long flights, as I said.")
     reinforced = reflect(week, "--force")
     assert reinforced["changes"]["lessons_reinforced"] == 1
     assert reinforced["changes"]["lessons_stored"] == 0
-    [after] = [l for l in lessons(week.db_path) if l["metadata"]["kind"] == "preference"]
+    [after] = [row for row in lessons(week.db_path) if row["metadata"]["kind"] == "preference"]
     assert after["id"] == before["id"]
     assert (
         after["metadata"]["confirmations"] == 3
@@ -231,8 +231,8 @@ def test_a_restated_lesson_reinforces_and_a_contradiction_supersedes(week):
         changed["changes"]["lessons_superseded"] == 1
         and changed["changes"]["canonical_updated"] == 1
     )
-    every = {l["id"]: l for l in lessons(week.db_path, live_only=False)}
-    [current] = [l for l in lessons(week.db_path) if l["metadata"]["kind"] == "preference"]
+    every = {row["id"]: row for row in lessons(week.db_path, live_only=False)}
+    [current] = [row for row in lessons(week.db_path) if row["metadata"]["kind"] == "preference"]
     assert current["metadata"]["slot"] == before["metadata"]["slot"]
     assert "does not want" in current["content"]
     assert (
@@ -256,8 +256,10 @@ def test_with_the_test_model_its_lessons_are_the_ones_stored(week, tmp_path):
     config_file = config(week, "models:\n  model: mnemo-test\n  remote: false\n")
     result = reflect(week, config_file=config_file, env=environment)
     stored = lessons(week.db_path)
-    assert stored and all(l["content"].split(": ", 1)[1].startswith("[test model]") for l in stored)
-    assert {l["metadata"]["method"] for l in stored} == {"mnemo-test"}
+    assert stored and all(
+        row["content"].split(": ", 1)[1].startswith("[test model]") for row in stored
+    )
+    assert {row["metadata"]["method"] for row in stored} == {"mnemo-test"}
     assert (
         result["stats"]["reflection"]["answered"] == result["stats"]["reflection"]["batches"] >= 1
     )
@@ -283,7 +285,7 @@ def test_private_rows_never_reach_a_remote_model(week, tmp_path):
     assert reflection_week.API_KEY not in sent
     assert result["stats"]["model"]["withheld_private"] > 0
     # What the model could not see, the extractor read here: nothing is lost.
-    methods = {l["metadata"]["method"] for l in lessons(week.db_path)}
+    methods = {row["metadata"]["method"] for row in lessons(week.db_path)}
     assert methods == {"mnemo-test", "extractive"}
 
 
@@ -295,7 +297,7 @@ def test_a_malformed_answer_skips_its_batch_and_the_run_goes_on(week, tmp_path):
     assert reflection["skipped"] == {"malformed": reflection["batches"]}
     assert result["stats"]["model"]["retries"] == reflection["batches"]
     assert result["stats"]["model"]["malformed"] == reflection["batches"]
-    assert {l["metadata"]["method"] for l in lessons(week.db_path)} == {"extractive"}
+    assert {row["metadata"]["method"] for row in lessons(week.db_path)} == {"extractive"}
     assert result["changes"]["lessons_stored"] >= 3
 
 
@@ -332,6 +334,6 @@ def test_kill_9_mid_run_then_the_rerun_stores_each_lesson_exactly_once(week, tmp
     keys = [lesson["metadata"]["_reflection"]["key"] for lesson in stored]
     assert len(keys) == len(set(keys)) == expected
     assert sorted(keys) == sorted(
-        l["metadata"]["_reflection"]["key"] for l in lessons(reference.db_path)
+        row["metadata"]["_reflection"]["key"] for row in lessons(reference.db_path)
     )
     assert len([f for f in facts(week.db_path) if f[5] is None]) == expected
