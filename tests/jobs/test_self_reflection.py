@@ -337,3 +337,15 @@ def test_kill_9_mid_run_then_the_rerun_stores_each_lesson_exactly_once(week, tmp
         row["metadata"]["_reflection"]["key"] for row in lessons(reference.db_path)
     )
     assert len([f for f in facts(week.db_path) if f[5] is None]) == expected
+
+
+def test_the_report_lists_what_was_learned_this_week(week):
+    reflect(week)
+    completed = run_cli(week, "--json", "report", "--no-write")
+    assert completed.returncode in (0, 1), completed.stderr
+    learned = json.loads(completed.stdout)["learned_this_week"]
+    assert {entry["kind"] for entry in learned} >= {"preference", "procedure", "environment"}
+    assert all(entry["new"] and entry["method"] == "extractive" for entry in learned)
+    text = run_cli(week, "report", "--no-write").stdout
+    assert "Learned this week:" in text
+    assert "new preference: The user prefers window seats on long flights. (2x, extractive)" in text
