@@ -349,3 +349,31 @@ def test_the_report_lists_what_was_learned_this_week(week):
     text = run_cli(week, "report", "--no-write").stdout
     assert "Learned this week:" in text
     assert "new preference: The user prefers window seats on long flights. (2x, extractive)" in text
+
+
+def test_beside_a_live_agent_writing_through_mnemosyne(week):
+    """The agent writes every few milliseconds while the lessons are stored: it sees no error, and
+    every row it wrote is there."""
+    writer_script = Path(__file__).resolve().parents[1] / "faults" / "live_writer.py"
+    stop_file, report_file = week.directory / "stop", week.directory / "writer.json"
+    writer = subprocess.Popen(
+        [sys.executable, str(writer_script), str(week.db_path), str(stop_file), str(report_file)],
+        env=week.environ(),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not Path(f"{report_file}.started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result = reflect(week)
+    finally:
+        stop_file.write_text("stop")
+        writer.wait(timeout=60)
+    assert result["status"] == "ok" and result["changes"]["lessons_stored"] >= 3
+    report = json.loads(report_file.read_text())
+    assert report["errors"] == [] and report["written"]
+    present = query(
+        week.db_path,
+        f"SELECT count(*) FROM working_memory WHERE id IN ({','.join('?' * len(report['written']))})",
+        report["written"],
+    )
+    assert present == [(len(report["written"]),)]
