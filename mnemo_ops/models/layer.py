@@ -113,6 +113,7 @@ class ModelLayer:
         self._backend: LlmBackend | None = None
         self._unavailable: str | None = None
         self._stats = _Stats()
+        self._tasks: dict[str, dict[str, int]] = {}
         if self.use_model and not dry_run and state_db is not None:
             usage.create_tables(state_db)
 
@@ -173,6 +174,7 @@ class ModelLayer:
                 "seconds_used_tonight": round(seconds, 1),
             },
             **figures,
+            "tasks": {task: dict(outcomes) for task, outcomes in sorted(self._tasks.items())},
         }
 
     # ------------------------------------------------------------------------------- prompting
@@ -211,7 +213,19 @@ class ModelLayer:
         return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
     def ask(self, request: Request) -> Answer:
-        """Ask the model `request`; never raises for a model problem (see `Answer.reason`)."""
+        """Ask the model `request`; never raises for a model problem (see `Answer.reason`).
+
+        The outcome is counted per task (``stats()["tasks"]``: ``{"summary": {"answered": 3,
+        "failed": 1}, "judgement": {...}}``), so a job that asks for several kinds of answer in one
+        run (the sleep stages: summaries and judgements) reports each.
+        """
+        answer = self._ask(request)
+        outcomes = self._tasks.setdefault(request.task, {})
+        outcome = "answered" if answer.ok else str(answer.reason)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        return answer
+
+    def _ask(self, request: Request) -> Answer:
         if not self.use_model:
             return Answer("skipped", reason="no-model")
         self._stats.prompts += 1

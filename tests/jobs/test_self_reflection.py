@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mnemo_ops.samples import reflection_week
-from tests.conftest import copy_home, run_cli
+from tests.conftest import copy_sample, run_cli
 from tests.models.plugin import calls, model_plugin_environment
 from tests.purity import assert_unchanged, sample_snapshot
 
@@ -35,7 +35,22 @@ def week_template(tmp_path_factory):
 @pytest.fixture
 def week(week_template, tmp_path):
     """A private copy of the week for one test."""
-    return copy_home(week_template, tmp_path / "week")
+    return copy_sample(week_template, tmp_path / "week")
+
+
+@pytest.fixture(scope="session")
+def reflected_template(week_template, tmp_path_factory):
+    """The week after one real run of the extractor (guard off), and that run's result: shared by
+    the tests that start from a reflected week or compare with one, so each pays no extra run."""
+    layout = copy_sample(week_template, tmp_path_factory.mktemp("reflected-week") / "week")
+    return layout, reflect(layout)
+
+
+@pytest.fixture
+def reflected(reflected_template, tmp_path):
+    """A private copy of the reflected week for one test."""
+    layout, _ = reflected_template
+    return copy_sample(layout, tmp_path / "reflected")
 
 
 def config(layout, text: str = "", guard: bool = False) -> str:
@@ -122,7 +137,13 @@ def remember(layout, session_id: str, text: str) -> None:
 def test_the_extractor_stores_the_weeks_lessons_once_under_the_recall_guard(week):
     installed = run_cli(week, "--config", config(week), "trigger", "install")
     assert installed.returncode == 0, installed.stderr
+    hermes_files = sorted(week.hermes_home.iterdir())
+    hermes_store = (week.hermes_home / "state.db").read_bytes()
     result = reflect(week, config_file=config(week, guard=True))
+    # Hermes' session store was read (its messages are evidence) and never written or locked.
+    assert result["stats"]["reflection"]["input"]["hermes"]["read"] is True
+    assert (week.hermes_home / "state.db").read_bytes() == hermes_store
+    assert sorted(week.hermes_home.iterdir()) == hermes_files
     assert result["status"] == "ok"
     assert result["stats"]["guard"]["verdict"] == "ok", result["stats"]["guard"]
     stored = lessons(week.db_path)
@@ -194,7 +215,7 @@ def test_the_extractor_stores_the_weeks_lessons_once_under_the_recall_guard(week
     )
 
 
-def test_a_dry_run_lists_the_lessons_with_the_counts_and_changes_nothing(week):
+def test_a_dry_run_lists_the_lessons_with_the_counts_and_changes_nothing(week, reflected_template):
     config_file = config(week)
     before = sample_snapshot(week)
     completed = run_cli(week, "--config", config_file, "run", "self-reflection", "--dry-run")
@@ -203,15 +224,15 @@ def test_a_dry_run_lists_the_lessons_with_the_counts_and_changes_nothing(week):
     assert "long-seats-window: The user prefers window seats on long flights." in completed.stdout
     dry = reflect(week, "--dry-run", config_file=config_file)
     assert_unchanged(before, sample_snapshot(week))
-    real = reflect(week, config_file=config_file)
+    _, real = reflected_template  # the real run on an identical copy of the week
     assert dry["changes"] == real["changes"] and dry["changes"]["lessons_stored"] >= 3
     assert [e["slot"] for e in dry["stats"]["reflection"]["lessons"]] == [
         e["slot"] for e in real["stats"]["reflection"]["lessons"]
     ]
 
 
-def test_a_restated_lesson_reinforces_and_a_contradiction_supersedes(week):
-    reflect(week)
+def test_a_restated_lesson_reinforces_and_a_contradiction_supersedes(reflected):
+    week = reflected
     [before] = [row for row in lessons(week.db_path) if row["metadata"]["kind"] == "preference"]
     remember(week, "flight-booking", "I prefer window seats on long flights, as I said.")
     reinforced = reflect(week, "--force")
@@ -301,9 +322,9 @@ def test_a_malformed_answer_skips_its_batch_and_the_run_goes_on(week, tmp_path):
     assert result["changes"]["lessons_stored"] >= 3
 
 
-def test_kill_9_mid_run_then_the_rerun_stores_each_lesson_exactly_once(week, tmp_path):
-    reference = copy_home(week, tmp_path / "reference")
-    expected = reflect(reference)["changes"]["lessons_stored"]
+def test_kill_9_mid_run_then_the_rerun_stores_each_lesson_exactly_once(week, reflected_template):
+    reference, reference_result = reflected_template  # the same week, reflected without a kill
+    expected = reference_result["changes"]["lessons_stored"]
     config_file = config(week)
     victim = subprocess.Popen(
         [sys.executable, "-m", "mnemo_ops", "--config", config_file, "run", "self-reflection"],
@@ -339,8 +360,8 @@ def test_kill_9_mid_run_then_the_rerun_stores_each_lesson_exactly_once(week, tmp
     assert len([f for f in facts(week.db_path) if f[5] is None]) == expected
 
 
-def test_the_report_lists_what_was_learned_this_week(week):
-    reflect(week)
+def test_the_report_lists_what_was_learned_this_week(reflected):
+    week = reflected
     completed = run_cli(week, "--json", "report", "--no-write")
     assert completed.returncode in (0, 1), completed.stderr
     learned = json.loads(completed.stdout)["learned_this_week"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -115,6 +116,23 @@ def test_a_reply_the_task_rejects_counts_as_malformed(tmp_path, registered_test_
 
     layer, _ = open_layer(settings_for(tmp_path, model="mnemo-test"))
     assert layer.ask(refs_request(EVIDENCE, validate=reject)).reason == "malformed"
+
+
+def test_outcomes_are_counted_per_task(tmp_path, registered_test_models):
+    """One run asking for summaries and judgements (the sleep stages) reports each task's outcomes."""
+
+    def reject(parsed, sent):
+        raise MalformedAnswer("no scores")
+
+    layer, _ = open_layer(settings_for(tmp_path, model="mnemo-test"))
+    summary = dataclasses.replace(refs_request(EVIDENCE), task="summary")
+    pair = dataclasses.replace(refs_request(EVIDENCE[:1] + EVIDENCE[2:]), task="judgement")
+    assert layer.ask(summary).ok and layer.ask(pair).ok
+    assert layer.ask(dataclasses.replace(pair, validate=reject)).reason == "malformed"
+    assert layer.stats()["tasks"] == {
+        "judgement": {"answered": 1, "malformed": 1},
+        "summary": {"answered": 1},
+    }
 
 
 def test_the_retry_can_succeed(tmp_path, registered_test_models):

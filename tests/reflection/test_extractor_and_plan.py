@@ -120,6 +120,24 @@ def test_the_plan_reinforces_only_with_new_evidence_and_supersedes_on_a_changed_
     assert store["closes"] == ["old"]
 
 
+def test_a_lesson_that_only_seems_to_contradict_another_leaves_both():
+    """Only the same slot with a different body closes a lesson; a lesson of another slot that
+    reads like a contradiction (no deterministic check says so) is stored beside it."""
+    [window] = plan.merge(
+        extractor.extract([session("I prefer window seats on long flights.")])[0], 85
+    )
+    [night] = plan.merge(
+        extractor.extract([session("I don't want night flights.", session_id="s2")])[0], 85
+    )
+    assert (window.kind, night.kind) == ("preference", "preference") and window.slot != night.slot
+    stored = plan.Stored(
+        "old", window.kind, window.slot, window.body, "2026-11-01", set(window.evidence)
+    )
+    both = plan.make_plan([night], [stored], {}, 85, "2026-W48", "now")
+    assert both.counts["lessons_stored"] == 1 and both.counts["lessons_superseded"] == 0
+    assert not [a for a in both.actions if a["op"] == "close" or a.get("closes")]
+
+
 def test_two_live_rows_in_one_slot_are_repaired():
     rows = [
         plan.Stored("older", "preference", "x", "The user prefers x.", "2026-11-01", set()),
