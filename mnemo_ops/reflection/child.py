@@ -126,9 +126,9 @@ class Writer:
 
     def close_row(self, memory_id: str, superseded_by: str) -> int:
         """Close a lesson that a newer one replaces (only if it is still open); 1 when closed."""
-        from mnemo_ops.database import transactions
+        from mnemo_ops.database import transactions, versions
 
-        now = datetime.now().isoformat()
+        now = versions.memory_time(datetime.now())  # the installed line's time base
 
         def work(connection):
             cursor = connection.execute(

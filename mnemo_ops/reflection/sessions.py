@@ -6,11 +6,13 @@ last activity lies after the previous week's run covered (``covered_until`` in i
 one, ``window_days`` ago) and before the idle cut-off. Their turns are read from the start of the
 window (the earlier of ``covered_until`` and ``window_days`` ago).
 
-Hermes' ``$HERMES_HOME/state.db`` (tables ``sessions`` and ``messages``) is opened read-only (a
-``mode=ro`` URI, no lock of ours, never written); a store that is missing, older or unreadable is
-reported and skipped. Its messages carry the same session ids as the agent's Mnemosyne rows (the
-plugin stores turns under Hermes' session id), so both meet in one session; a message whose text a
-Mnemosyne row of the session already holds is read once.
+Hermes' ``$HERMES_HOME/state.db`` (tables ``sessions`` and ``messages``) is opened read-only and
+never written: as immutable when nobody has it open (no lock, no -wal or -shm file created beside
+it), else with a ``mode=ro`` URI beside the running Hermes (a WAL reader never blocks its writer);
+a store that is missing, older or unreadable is reported and skipped. Its messages carry the same
+session ids as the agent's Mnemosyne rows (the plugin stores turns under Hermes' session id), so
+both meet in one session; a message whose text a Mnemosyne row of the session already holds is
+read once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
+from mnemo_ops.database import versions
 from mnemo_ops.models import Evidence, is_private_row
 from mnemo_ops.reflection.lessons import SOURCE
 
@@ -36,7 +39,7 @@ class Turn:
     ref: str
     session_id: str
     text: str
-    timestamp: str  # naive local ISO, as Mnemosyne stamps
+    timestamp: str  # naive local ISO (a 4.0 row's naive UTC stamp is converted)
     role: str  # user | assistant | memory | summary
     private: bool
 
@@ -117,11 +120,17 @@ def _epoch(moment: datetime) -> float:
 
 
 def read_memory_rows(
-    connection: apsw.Connection, window: Window, include_summaries: bool
+    connection: apsw.Connection, window: Window, include_summaries: bool, line: str | None = None
 ) -> tuple[list[Turn], int, int]:
-    """Live working rows (not our own lessons) and, optionally, summaries from the window."""
-    now = datetime.now().isoformat()
-    start = window.start.isoformat()
+    """Live working rows (not our own lessons) and, optionally, summaries from the window.
+
+    Rows are stamped in the time base of the Mnemosyne `line` that wrote them (default: the
+    installed one; 4.0 stamps naive UTC, 3.15 naive local time): the window is turned into that
+    base for the query, and each turn's time into local time, the base of the window and of
+    Hermes' messages, so a session's idle time is right in every time zone.
+    """
+    now = versions.memory_time(datetime.now(), line)
+    start = versions.memory_time(window.start, line)
     turns: list[Turn] = []
     rows = database.fetch_dicts(
         connection,
@@ -137,7 +146,7 @@ def read_memory_rows(
                     f"m:{row['id']}",
                     row["session_id"],
                     row["content"],
-                    row["timestamp"] or "",
+                    versions.local_time(row["timestamp"] or "", line),
                     "memory",
                     is_private_row(row.get("scope"), row.get("metadata_json")),
                 )
@@ -162,7 +171,7 @@ def read_memory_rows(
                     f"e:{row['id']}",
                     row["session_id"],
                     row["content"],
-                    row["timestamp"] or "",
+                    versions.local_time(row["timestamp"] or "", line),
                     "summary",
                     is_private_row(row.get("scope"), row.get("metadata_json")),
                 )
@@ -170,64 +179,106 @@ def read_memory_rows(
     return turns, len(rows), summaries
 
 
+def _store_state(path: Path) -> tuple:
+    """What changes when a writer opens the store: its -wal and -journal files, its size and time."""
+    stat = path.stat()
+    companions = tuple(
+        path.with_name(path.name + suffix).exists() for suffix in ("-wal", "-journal")
+    )
+    return companions, stat.st_size, stat.st_mtime_ns
+
+
+def _open_store(path: Path, immutable: bool) -> apsw.Connection:
+    """Hermes' store, read-only. `immutable`: no locks and no -wal/-shm created beside it (SQLite's
+    ``immutable=1``), for a store nobody has open; else ``mode=ro``, beside a running Hermes."""
+    parameter = "immutable=1" if immutable else "mode=ro"
+    connection = apsw.Connection(
+        f"{path.absolute().as_uri()}?{parameter}",
+        flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+    )
+    connection.set_busy_timeout(database.BUSY_TIMEOUT_MS)
+    return connection
+
+
+def _read_store(connection: apsw.Connection, window: Window) -> tuple[list, dict[str, str]] | str:
+    """The window's messages and each session's last activity; or the problem, in words."""
+    tables = database.table_names(connection)
+    if not {"sessions", "messages"} <= tables:
+        return "no sessions and messages tables"
+    message_columns = set(database.column_names(connection, "messages"))
+    session_columns = set(database.column_names(connection, "sessions"))
+    if not {"id", "session_id", "role", "content", "timestamp"} <= message_columns:
+        return "messages lacks id, session_id, role, content or timestamp"
+    placeholders = ", ".join("?" for _ in HERMES_ROLES)
+    rows = connection.execute(
+        f"SELECT id, session_id, role, content, timestamp FROM messages WHERE timestamp >= ? "
+        f"AND role IN ({placeholders}) AND content IS NOT NULL AND content != '' "
+        "ORDER BY timestamp, id",
+        (_epoch(window.start), *HERMES_ROLES),
+    ).fetchall()
+    activity_columns = [
+        column
+        for column in ("last_activity_at", "ended_at", "started_at")
+        if column in session_columns
+    ]
+    activity: dict[str, str] = {}
+    if activity_columns and "id" in session_columns:
+        expression = (
+            "MAX(" + ", ".join(f"COALESCE({c}, 0)" for c in activity_columns) + ")"
+            if len(activity_columns) > 1
+            else f"COALESCE({activity_columns[0]}, 0)"
+        )
+        for session_id, moment in connection.execute(
+            f"SELECT id, {expression} FROM sessions WHERE {expression} >= ?",
+            (_epoch(window.start),),
+        ).fetchall():
+            if moment:
+                activity[str(session_id)] = _local_iso(moment)
+    return rows, activity
+
+
 def read_hermes_messages(
     state_path: Path, window: Window
 ) -> tuple[list[Turn], dict[str, Any], dict[str, str]]:
     """Hermes' user and assistant messages from the window, read-only; and each session's last
-    activity as Hermes recorded it. Never raises for a missing or unreadable store."""
+    activity as Hermes recorded it. Never raises for a missing or unreadable store.
+
+    A store nobody has open (no -wal or -journal beside it) is read as immutable, so not even the
+    -wal and -shm files a read-only SQLite connection creates appear beside it; when Hermes opened
+    it meanwhile (those files appear, or the file changes), the read is done again the ordinary
+    read-only way, which never blocks Hermes' writes (WAL).
+    """
     report: dict[str, Any] = {"path": str(state_path), "read": False}
     if not state_path.is_file():
         report["problem"] = "not found"
         return [], report, {}
-    try:
-        connection = apsw.Connection(
-            f"{state_path.absolute().as_uri()}?mode=ro",
-            flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
-        )
-    except apsw.Error as error:
-        report["problem"] = f"cannot open: {error}"
-        return [], report, {}
-    try:
-        connection.set_busy_timeout(database.BUSY_TIMEOUT_MS)
-        tables = database.table_names(connection)
-        if not {"sessions", "messages"} <= tables:
-            report["problem"] = "no sessions and messages tables"
+    found = None
+    for attempt in ("immutable", "read-only"):
+        try:
+            before = _store_state(state_path)
+            if attempt == "immutable" and any(before[0]):
+                continue  # Hermes has it open: read beside it
+            connection = _open_store(state_path, immutable=attempt == "immutable")
+        except (OSError, apsw.Error) as error:
+            report["problem"] = f"cannot open: {error}"
             return [], report, {}
-        message_columns = set(database.column_names(connection, "messages"))
-        session_columns = set(database.column_names(connection, "sessions"))
-        if not {"id", "session_id", "role", "content", "timestamp"} <= message_columns:
-            report["problem"] = "messages lacks id, session_id, role, content or timestamp"
-            return [], report, {}
-        placeholders = ", ".join("?" for _ in HERMES_ROLES)
-        rows = connection.execute(
-            f"SELECT id, session_id, role, content, timestamp FROM messages WHERE timestamp >= ? "
-            f"AND role IN ({placeholders}) AND content IS NOT NULL AND content != '' "
-            "ORDER BY timestamp, id",
-            (_epoch(window.start), *HERMES_ROLES),
-        ).fetchall()
-        activity_columns = [
-            column
-            for column in ("last_activity_at", "ended_at", "started_at")
-            if column in session_columns
-        ]
-        activity: dict[str, str] = {}
-        if activity_columns and "id" in session_columns:
-            expression = (
-                "MAX(" + ", ".join(f"COALESCE({c}, 0)" for c in activity_columns) + ")"
-                if len(activity_columns) > 1
-                else f"COALESCE({activity_columns[0]}, 0)"
-            )
-            for session_id, moment in connection.execute(
-                f"SELECT id, {expression} FROM sessions WHERE {expression} >= ?",
-                (_epoch(window.start),),
-            ).fetchall():
-                if moment:
-                    activity[str(session_id)] = _local_iso(moment)
-    except apsw.Error as error:
-        report["problem"] = f"cannot read: {error}"
+        try:
+            found = _read_store(connection, window)
+        except apsw.Error as error:
+            found = f"cannot read: {error}"
+        finally:
+            connection.close()
+        try:
+            unchanged = _store_state(state_path) == before
+        except OSError:
+            unchanged = False
+        if attempt != "immutable" or unchanged:
+            report["mode"] = attempt
+            break
+    if isinstance(found, str):
+        report["problem"] = found
         return [], report, {}
-    finally:
-        connection.close()
+    rows, activity = found
     turns = [
         Turn(f"h:{message_id}", str(session_id), content, _local_iso(moment), role, True)
         for message_id, session_id, role, content, moment in rows
@@ -244,9 +295,11 @@ def gather(
     hermes_state: Path | None,
     window: Window,
     include_summaries: bool = True,
+    line: str | None = None,
 ) -> Gathered:
-    """The sessions due for reflection in `window` (see the module docstring)."""
-    turns, rows, summaries = read_memory_rows(connection, window, include_summaries)
+    """The sessions due for reflection in `window` (see the module docstring); `line`: the
+    Mnemosyne line whose time base the rows have (default: the installed one)."""
+    turns, rows, summaries = read_memory_rows(connection, window, include_summaries, line)
     hermes_report: dict[str, Any] = {"read": False, "problem": "off"}
     activity: dict[str, str] = {}
     messages: list[Turn] = []
