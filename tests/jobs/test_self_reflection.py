@@ -109,19 +109,20 @@ def facts(db_path: Path) -> list[tuple]:
     )
 
 
-def remember(layout, session_id: str, text: str) -> None:
-    """One more statement through Mnemosyne (in a child process, as the agent would write it)."""
+def remember(layout, session_id: str, text: str, importance: float = 0.6) -> str:
+    """One more statement through Mnemosyne (in a child process, as the agent would write it); its id."""
     code = (
         "import sys; from mnemosyne.core.memory import Mnemosyne; "
-        "Mnemosyne(session_id=sys.argv[1], db_path=sys.argv[2]).remember(sys.argv[3], "
-        "source='user', importance=0.6, veracity='stated', scope='global')"
+        "print(Mnemosyne(session_id=sys.argv[1], db_path=sys.argv[2]).remember(sys.argv[3], "
+        "source='user', importance=float(sys.argv[4]), veracity='stated', scope='global'))"
     )
     environment = {**layout.environ(), "MNEMOSYNE_NO_EMBEDDINGS": "1"}
-    subprocess.run(
-        [sys.executable, "-c", code, session_id, str(layout.db_path), text],
+    completed = subprocess.run(
+        [sys.executable, "-c", code, session_id, str(layout.db_path), text, str(importance)],
         env=environment,
         check=True,
         capture_output=True,
+        text=True,
     )
     # Make it look idle (two hours ago and more), as a finished session would be.
     connection = sqlite3.connect(layout.db_path)
@@ -132,6 +133,7 @@ def remember(layout, session_id: str, text: str) -> None:
             (session_id,),
         )
     connection.close()
+    return completed.stdout.strip().splitlines()[-1]
 
 
 def test_the_extractor_stores_the_weeks_lessons_once_under_the_recall_guard(week):
@@ -213,6 +215,11 @@ def test_the_extractor_stores_the_weeks_lessons_once_under_the_recall_guard(week
         query(week.db_path, "SELECT id, metadata_json, valid_until FROM working_memory ORDER BY id")
         == before
     )
+    # The trigger is live in this database: a user-stated fact is promoted at once.
+    control = remember(week, "flight-booking", "My passport number ends in 4711.", importance=0.8)
+    assert query(
+        week.db_path, "SELECT count(*) FROM canonical_facts WHERE source = ?", [f"auto:{control}"]
+    ) == [(1,)]
 
 
 def test_a_dry_run_lists_the_lessons_with_the_counts_and_changes_nothing(week, reflected_template):
