@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.database import transactions
 
 
 def apply_plan(
@@ -35,11 +37,14 @@ def apply_plan(
             "PYTHONUNBUFFERED": "1",
         }
     )
+    meter = transactions.current_meter()
     request = {
         "db_path": str(db_path),
         "owner": owner,
         "session_id": session_id,
         "actions": actions,
+        # The run's transaction policy; the child's figures come back into the run's meter.
+        "policy": dataclasses.asdict(meter.policy),
     }
     try:
         completed = subprocess.run(
@@ -67,6 +72,8 @@ def apply_plan(
             fatal = message["fatal"]
         elif message.get("finished"):
             finished = True
+        if isinstance(message.get("transactions"), dict):
+            meter.add(message["transactions"])
     if fatal or not finished or completed.returncode != 0:
         if not fatal:
             tail = [line for line in completed.stderr.splitlines() if line.strip()]

@@ -216,24 +216,40 @@ class Writer:
 
 
 def main() -> int:
-    """Read the request, apply each action (one JSON line each), report the end."""
+    """Read the request, apply each action (one JSON line each), report the end.
+
+    Our own write transactions are metered under the run's policy (``request["policy"]``) and their
+    figures sent with the last line, so the run's ``stats.transactions`` counts them.
+    """
+    from mnemo_ops.database import transactions
+
     request = json.loads(sys.stdin.read())
     protocol = sys.stdout
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            writer = Writer(request)
-            try:
-                for number, action in enumerate(request["actions"]):
-                    started = time.monotonic()
-                    outcome = writer.apply(action)
-                    _send(protocol, {"done": number, "op": action["op"], **outcome})
-                    time.sleep((time.monotonic() - started) * AGENT_SHARE)
-            finally:
-                writer.close()
-    except Exception as error:  # the parent turns this into the job's one-line error
-        _send(protocol, {"fatal": f"{type(error).__name__}: {error}"})
-        return 1
-    _send(protocol, {"finished": True})
+    policy = (
+        transactions.Policy(**request["policy"]) if request.get("policy") else None
+    )  # None: the schema defaults
+    with transactions.metered(policy) as meter:
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                writer = Writer(request)
+                try:
+                    for number, action in enumerate(request["actions"]):
+                        started = time.monotonic()
+                        outcome = writer.apply(action)
+                        _send(protocol, {"done": number, "op": action["op"], **outcome})
+                        # Mnemosyne's own writes in this action get the agent's pause too.
+                        pause = (time.monotonic() - started) * AGENT_SHARE
+                        meter.paused_s += pause
+                        time.sleep(pause)
+                finally:
+                    writer.close()
+        except Exception as error:  # the parent turns this into the job's one-line error
+            _send(
+                protocol,
+                {"fatal": f"{type(error).__name__}: {error}", "transactions": meter.figures()},
+            )
+            return 1
+    _send(protocol, {"finished": True, "transactions": meter.figures()})
     return 0
 
 

@@ -244,6 +244,8 @@ def test_a_restated_lesson_reinforces_and_a_contradiction_supersedes(reflected):
     remember(week, "flight-booking", "I prefer window seats on long flights, as I said.")
     reinforced = reflect(week, "--force")
     assert reinforced["changes"]["lessons_reinforced"] == 1
+    # The writer child's own transaction (the reinforcement) is in the run's meter.
+    assert reinforced["stats"]["transactions"]["count"] >= 1
     assert reinforced["changes"]["lessons_stored"] == 0
     [after] = [row for row in lessons(week.db_path) if row["metadata"]["kind"] == "preference"]
     assert after["id"] == before["id"]
