@@ -25,6 +25,7 @@ from mnemo_ops.memory_blocks import entry_history
 from mnemo_ops.memory_blocks.blocks import BLOCK_NAMES, Block, read_block
 from mnemo_ops.memory_blocks.limits import block_limits
 from mnemo_ops.private_files import ensure_private_dir, write_atomic
+from mnemo_ops.reflection.learned import learned_since
 from mnemo_ops.scheduling.job_table import job_table
 from mnemo_ops.selfcare import quarantine, row_count_history
 from mnemo_ops.selfcare.audits import code_prefixes, run_audit
@@ -35,6 +36,8 @@ FORMATS = ("text", "markdown", "json")
 LIVE_AUDITS = ("jobs", "backups")
 """Audits re-run for every report: their findings change with the clock alone."""
 EVAL_TREND_RUNS = 7
+LEARNED_DAYS = 7
+""""Learned this week": the lessons self-reflection stored or confirmed in the last 7 days."""
 
 
 @dataclasses.dataclass
@@ -54,6 +57,7 @@ class Report:
     quarantine: dict[str, Any] = dataclasses.field(default_factory=dict)
     guard: dict[str, Any] = dataclasses.field(default_factory=dict)
     memory_blocks: dict[str, Any] = dataclasses.field(default_factory=dict)
+    learned: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def run_counts(self) -> dict[str, int]:
@@ -108,6 +112,7 @@ class Report:
             "quarantine": self.quarantine,
             "guard": self.guard,
             "memory_blocks": self.memory_blocks,
+            "learned_this_week": self.learned,
             "jobs": self.jobs,
         }
 
@@ -250,8 +255,13 @@ def _guard_lines(guard: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _growth(settings: Settings, ledger, now: datetime) -> dict[str, Any]:
-    """Row count per table now against the recorded count of a week ago (or the oldest since)."""
+def _growth(
+    settings: Settings, ledger, now: datetime, learned: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Row count per table now against the recorded count of a week ago (or the oldest since).
+
+    With `learned` (a list), the lessons of the last `LEARNED_DAYS` days are added to it, read on the
+    same connection."""
     problem = None
     try:
         connection = database.open_memory_db(settings.db_path, readonly=True)
@@ -261,6 +271,9 @@ def _growth(settings: Settings, ledger, now: datetime) -> dict[str, Any]:
                 for table, count in database.row_counts(connection).items()
                 if count is not None
             }
+            if learned is not None:
+                since = now.astimezone().replace(tzinfo=None) - timedelta(days=LEARNED_DAYS)
+                learned.extend(learned_since(connection, since))
         finally:
             connection.close()
         source = "database"
@@ -405,7 +418,8 @@ def build_report(
             }
             for row in job_table(settings)
         ]
-        growth = _growth(settings, ledger, now)
+        learned: list[dict[str, Any]] = []
+        growth = _growth(settings, ledger, now, learned)
         if growth["problem"] and not any(w["code"] == "db-unreadable" for w in warnings):
             # The database itself is gone or broken: the first thing the user must see.
             warnings.insert(
@@ -432,6 +446,7 @@ def build_report(
             quarantine=_quarantine_summary(settings, start),
             guard=_guard_summary(ledger),
             memory_blocks=_memory_blocks_summary(settings, ledger, start),
+            learned=learned,
         )
     finally:
         if ledger is not None:
@@ -498,6 +513,16 @@ def _metric_summary(trend: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _learned_lines(learned: list[dict[str, Any]]) -> list[str]:
+    if not learned:
+        return ["nothing new (self-reflection runs on Sundays at 23:00)"]
+    return [
+        f"{'new' if entry['new'] else 'confirmed'} {entry['kind']}: {entry['lesson']} "
+        f"({entry['confirmations']}x, {entry['method']})"
+        for entry in learned
+    ]
+
+
 def _growth_rows(growth: dict[str, Any]) -> list[tuple[str, str, str]]:
     rows = []
     for table, numbers in growth["tables"].items():
@@ -536,6 +561,8 @@ def render_text(report: Report) -> str:
     lines += [f"  {line}" for line in _guard_lines(report.guard)]
     lines.append("Memory blocks:")
     lines += [f"  {line}" for line in _memory_block_lines(report.memory_blocks)]
+    lines.append("Learned this week:")
+    lines += [f"  {line}" for line in _learned_lines(report.learned)]
     baseline = report.growth["baseline_day"]
     lines.append(f"Memory growth (against {baseline or 'no record from a week ago yet'}):")
     for table, now_count, change in _growth_rows(report.growth):
@@ -607,6 +634,8 @@ def render_markdown(report: Report) -> str:
         ("  " if line.startswith("  ") else "") + f"- {_cell(line.strip())}"
         for line in _memory_block_lines(report.memory_blocks)
     ]
+    lines += ["", "## Learned this week", ""]
+    lines += [f"- {_cell(line)}" for line in _learned_lines(report.learned)]
     baseline = report.growth["baseline_day"]
     lines += [
         "",

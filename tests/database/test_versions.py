@@ -135,6 +135,10 @@ def test_an_older_database_is_not_upgraded_beside_the_agent(
     assert "database written by Mnemosyne 3.15 or older" in message
     assert "would upgrade its schema beside the live agent" in message
     assert "pip install 'mnemosyne-memory==3.15.1'" in message
+    # self-reflection stores its lessons through Mnemosyne: refused the same way.
+    reflected = with_newer(older, "run", "self-reflection")
+    assert reflected.returncode == 2, reflected.stdout
+    assert "would upgrade its schema beside the live agent" in _one_line(reflected)
     connection = sqlite3.connect(older.db_path)
     assert connection.execute("PRAGMA schema_version").fetchone()[0] == schema_before
     assert connection.execute(
