@@ -196,7 +196,10 @@ SCHEMA: dict[str, Any] = {
         "downscale": Option(float, 0.8, "fraction", "alpha: our edges' weights times this nightly"),
         "edge_floor": Option(float, 0.05, "fraction", "no edge of ours falls below this weight"),
         "quiet_hours": Option(
-            str, "02:00-05:00", "time_range", help="HH:MM-HH:MM local time when --if-needed may sleep on time"
+            str,
+            "02:00-05:00",
+            "time_range",
+            help="HH:MM-HH:MM local time when --if-needed may sleep on time",
         ),
         "hours_between_sleeps": Option(
             (int, float), 20, "non_negative", "hours since the last sleep for the time trigger"

@@ -41,9 +41,7 @@ def recompute(run: SleepRun) -> dict[str, Any]:
         # only live ones age. The two statements see the same rows: the second clears `dirty`.
         where = "WHERE dirty = 1" if aged else "WHERE live = 1 OR dirty = 1"
         figures: dict[str, Any] = {"mode": "changed" if aged else "nightly", "recomputed": 0}
-        pending = connection.execute(
-            f"SELECT count(*) FROM {store.MEMORIES} {where}"
-        ).fetchone()[0]
+        pending = connection.execute(f"SELECT count(*) FROM {store.MEMORIES} {where}").fetchone()[0]
         if pending:
             run.before_write()
             with connection:

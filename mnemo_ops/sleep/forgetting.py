@@ -211,7 +211,11 @@ def _stamp(connection, batch: list[dict[str, Any]], lineage: str) -> dict[int, i
             )
         connection.execute(
             sql,
-            {"stamp": entry["valid_until_after"], "id": memory_id, "before": entry["valid_until_before"]},
+            {
+                "stamp": entry["valid_until_after"],
+                "id": memory_id,
+                "before": entry["valid_until_before"],
+            },
         )
         outcome[entry["id"]] = connection.changes() or None
     return outcome

@@ -82,7 +82,9 @@ def _select(connection: apsw.Connection, table: str) -> str:
             parts.append("NULL")
         elif column == "metadata_json":
             # Parsing every row's metadata would dominate the pass; only rows that may say something.
-            hints = " OR ".join(f"instr(metadata_json, '{hint}') > 0" for hint in kinds.METADATA_HINTS)
+            hints = " OR ".join(
+                f"instr(metadata_json, '{hint}') > 0" for hint in kinds.METADATA_HINTS
+            )
             parts.append(f"CASE WHEN {hints} THEN metadata_json END")
         else:
             parts.append(column)

@@ -44,11 +44,12 @@ QUERY_TERMS = 4
 CANDIDATES = 8
 MAX_TERM_SHARE = 0.1
 BATCH = 200
-SUBJECT_STOPWORDS = frozenset(
-    """a an the this that these those my our your his her their its i we you he she they it
-    me us him them mine ours yours also so then and or but if when while there here one some
-    just really maybe well oh ok okay yes no not to of in on at for with by from as about""".split()
+_SUBJECT_STOPWORDS_TEXT = (
+    "a an the this that these those my our your his her their its i we you he she they it me us "
+    "him them mine ours yours also so then and or but if when while there here one some just "
+    "really maybe well oh ok okay yes no not to of in on at for with by from as about"
 )
+SUBJECT_STOPWORDS = frozenset(_SUBJECT_STOPWORDS_TEXT.split())
 
 
 @dataclasses.dataclass
@@ -346,7 +347,10 @@ def find_contradictions(
             newer_id, older_id, evidence, str(slot), str(old_value), str(new_value)
         )
         kept = chosen.get(older_id)
-        if kept is None or (candidate.newer_id, candidate.evidence) < (kept.newer_id, kept.evidence):
+        if kept is None or (candidate.newer_id, candidate.evidence) < (
+            kept.newer_id,
+            kept.evidence,
+        ):
             chosen[older_id] = candidate
     return [chosen[key] for key in sorted(chosen, key=lambda key: (rows[key]["timestamp"], key))]
 

@@ -75,7 +75,11 @@ class TriggerDecision:
         if "hours_since_last_sleep" in figures:
             hours = figures["hours_since_last_sleep"]
             parts.append(
-                ("no sleep recorded yet" if hours is None else f"{hours:.1f} h since the last sleep")
+                (
+                    "no sleep recorded yet"
+                    if hours is None
+                    else f"{hours:.1f} h since the last sleep"
+                )
                 + f", {'inside' if figures['quiet_hours_now'] else 'outside'} quiet hours "
                 f"{figures['quiet_hours']}"
             )
