@@ -184,12 +184,21 @@ def plan(run: SleepRun, connection: apsw.Connection, state_db, skip: set[int]) -
 def nightly_update(run: SleepRun) -> dict[str, Any]:
     """Strengthen and downscale our edges once tonight (module docstring); counts what it wrote."""
     totals = {"done_before": False, "planned": 0, "strengthened": 0, "downscaled": 0, "changed": 0}
+    try:
+        _nightly_update(run, totals)
+    finally:
+        run.count("edges_strengthened", totals["strengthened"])
+        run.count("edges_downscaled", totals["downscaled"])
+    return totals
+
+
+def _nightly_update(run: SleepRun, totals: dict[str, Any]) -> None:
     state_db = run.open_state()
     connection = run.open_memory()
     try:
         if store.stage_done(state_db, run.night.key, STAGE):
             totals["done_before"] = True
-            return totals
+            return
         journaled = {
             row["edge_id"]: row
             for row in store.rows(
@@ -238,9 +247,6 @@ def nightly_update(run: SleepRun) -> dict[str, Any]:
     finally:
         connection.close()
         state_db.close()
-    run.count("edges_strengthened", totals["strengthened"])
-    run.count("edges_downscaled", totals["downscaled"])
-    return totals
 
 
 def _apply(run: SleepRun, connection: apsw.Connection, batch: list[EdgeUpdate], totals) -> None:

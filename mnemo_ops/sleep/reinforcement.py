@@ -42,7 +42,10 @@ from mnemo_ops.sleep.observe import original_of, refresh_confirmations
 NEAR_DUPLICATE = "near-duplicate"
 QUERY_TERMS = 4
 CANDIDATES = 8
-MAX_TERM_SHARE = 0.1
+MAX_TERM_DOCUMENTS = 2000
+"""A term held by more memories than this is left out of the query (bm25 scores every memory a
+query matches, so this bounds the work per memory); a memory made only of such words is chatter,
+and its look-alikes are not worth confirming."""
 BATCH = 200
 _SUBJECT_STOPWORDS_TEXT = (
     "a an the this that these those my our your his her their its i we you he she they it me us "
@@ -91,13 +94,13 @@ def _candidates(
     connection: apsw.Connection, vocabulary: Vocabulary, memory_id: str, content: str
 ) -> list[str]:
     """Ids of the memories that share this one's rarest terms, best bm25 first."""
+    # The rarest terms it shares with another memory: a restatement holds nearly all of its words,
+    # so it holds these, whatever their frequency (no share cap, as a fact restated often is common).
     terms = salient_terms(
-        content,
-        vocabulary,
-        limit=QUERY_TERMS,
-        max_document_share=MAX_TERM_SHARE,
-        min_documents=2,
+        content, vocabulary, limit=QUERY_TERMS, max_document_share=1.0, min_documents=2
     )
+    frequency = vocabulary.document_frequency(terms)
+    terms = [term for term in terms if frequency[term] <= MAX_TERM_DOCUMENTS]
     expression = match_expression(terms, max_terms=QUERY_TERMS)
     if expression is None:
         return []
