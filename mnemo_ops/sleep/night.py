@@ -48,8 +48,16 @@ def was_a_sleep(result: dict) -> bool:
     return decision.get("sleep", True) is not False
 
 
-def last_sleep(ledger) -> datetime | None:
-    """When the last sleep started (aware UTC), from the ledger; None before the first one."""
+@dataclasses.dataclass(frozen=True)
+class LastSleep:
+    """The newest sleep in the ledger: when it started, and the newest memory timestamp it saw."""
+
+    started_at: datetime
+    newest_seen: str | None
+
+
+def last_sleep_record(ledger) -> LastSleep | None:
+    """The last sleep (module docstring), from the ledger; None before the first one."""
     if ledger is None or "runs" not in ledger.table_names():
         return None
     for row in ledger.query(
@@ -63,8 +71,18 @@ def last_sleep(ledger) -> datetime | None:
             result = {}
         if was_a_sleep(result):
             moment = datetime.fromisoformat(row["started_at"])
-            return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+            observed = ((result.get("stats") or {}).get("sleep") or {}).get("observed") or {}
+            return LastSleep(
+                started_at=moment if moment.tzinfo else moment.replace(tzinfo=UTC),
+                newest_seen=observed.get("newest_timestamp"),
+            )
     return None
+
+
+def last_sleep(ledger) -> datetime | None:
+    """When the last sleep started (aware UTC), from the ledger; None before the first one."""
+    record = last_sleep_record(ledger)
+    return record.started_at if record is not None else None
 
 
 def to_local(moment: datetime) -> datetime:

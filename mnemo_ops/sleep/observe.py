@@ -54,6 +54,8 @@ class ObserveTotals:
     changed: int = 0
     gone: int = 0
     exact_restatements: int = 0
+    newest_timestamp: str | None = None
+    """The newest working-memory timestamp seen: what the next --if-needed check calls new."""
 
     def to_stats(self) -> dict[str, int]:
         """For the result's stats."""
@@ -219,6 +221,10 @@ def observe(run: SleepRun) -> ObserveTotals:
                         totals.gone += 1
                     saved = next(stored, None)
                 inputs = inputs_of(row, table, lineage, now)
+                if table == store.WORKING and row[5] and (
+                    totals.newest_timestamp is None or str(row[5]) > totals.newest_timestamp
+                ):
+                    totals.newest_timestamp = str(row[5])
                 if saved is None or saved["memory_key"] != key:
                     reinforced = 0 if table == store.WORKING else 1
                     writer.inserts.append((key, *inputs, reinforced, run.night.key))

@@ -30,7 +30,7 @@ import apsw
 from mnemo_ops import database
 from mnemo_ops.core.clock import local_timestamp
 from mnemo_ops.sleep.config import SleepOptions
-from mnemo_ops.sleep.night import last_sleep, to_local
+from mnemo_ops.sleep.night import last_sleep_record, to_local
 from mnemo_ops.sleep.reinforcement import find_contradictions
 
 ENTROPY = "entropy"
@@ -112,11 +112,10 @@ def in_quiet_hours(local_moment: datetime, quiet_hours: tuple[int, int]) -> bool
     return minute >= start or minute < end
 
 
-def new_memory_importance(connection: apsw.Connection, since_local: datetime | None) -> list[float]:
-    """Importance of the live working memories not consolidated and written since the last sleep."""
+def new_memory_importance(connection: apsw.Connection, after: str) -> list[float]:
+    """Importance of the live working memories not consolidated and stamped after `after`."""
     columns = set(database.column_names(connection, "working_memory"))
     consolidated = "consolidated_at IS NULL AND " if "consolidated_at" in columns else ""
-    after = since_local.isoformat() if since_local is not None else ""
     return [
         row[0] if row[0] is not None else 0.0
         for row in connection.execute(
@@ -139,9 +138,14 @@ def decide(
     """The decision for one run (module docstring); `ledger` is state.db, read-only, maybe None."""
     if not if_needed:
         return TriggerDecision(checked=False, sleep=True, fired=[UNCONDITIONAL], figures={})
-    previous = last_sleep(ledger)
-    since_local = to_local(previous) if previous is not None else None
-    weights = new_memory_importance(connection, since_local)
+    record = last_sleep_record(ledger)
+    previous = record.started_at if record is not None else None
+    # New: written after the newest memory the last sleep saw (else after it started).
+    if record is None:
+        since = ""
+    else:
+        since = record.newest_seen or to_local(record.started_at).isoformat()
+    weights = new_memory_importance(connection, since)
     entropy = normalised_entropy(weights)
     pending = len(find_contradictions(connection, ledger, options.multi_valued_predicates))
     edges = connection.execute("SELECT count(*) FROM graph_edges").fetchone()[0]
