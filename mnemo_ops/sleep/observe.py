@@ -221,8 +221,10 @@ def observe(run: SleepRun) -> ObserveTotals:
                         totals.gone += 1
                     saved = next(stored, None)
                 inputs = inputs_of(row, table, lineage, now)
-                if table == store.WORKING and row[5] and (
-                    totals.newest_timestamp is None or str(row[5]) > totals.newest_timestamp
+                if (
+                    table == store.WORKING
+                    and row[5]
+                    and (totals.newest_timestamp is None or str(row[5]) > totals.newest_timestamp)
                 ):
                     totals.newest_timestamp = str(row[5])
                 if saved is None or saved["memory_key"] != key:

@@ -4,7 +4,8 @@
 never read). A working memory not yet checked is compared with the older memories its rarest shared
 terms find in ``fts_working`` (bm25 order, a few candidates): one that is live, written earlier, has
 the same subject (its first content word: "Dana's sister ..." and "Dana's sister ..." agree, "Dana
-prefers ..." and "Anna prefers ..." do not) and a rapidfuzz ratio of at least
+prefers ..." and "Anna prefers ..." do not), the same numbers ("at 5" never restates "at 6") and a
+rapidfuzz ratio of at least
 ``sleep.confirmation_similarity`` (93) is the original it restates. The restatement is recorded as a
 confirmation of that original (of the original's own original, when it restates one in turn) and
 linked to it by a ``mnemo:confirms`` edge; it is not a new fact: it collects no confirmations of its
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 import apsw
@@ -85,6 +87,14 @@ def subject_of(text: str) -> str | None:
     return None
 
 
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+
+
+def numbers_of(text: str) -> frozenset[str]:
+    """The numbers written in `text`: "at 5" and "at 6" are two facts, however alike."""
+    return frozenset(_NUMBER.findall(text or ""))
+
+
 def similarity(first: str, second: str) -> float:
     """rapidfuzz's ratio of the two texts, case and punctuation ignored (0..100)."""
     return fuzz.ratio(first, second, processor=utils.default_process)
@@ -139,6 +149,7 @@ def find_original(
     subject = subject_of(row["content"])
     if subject is None:
         return None
+    numbers = numbers_of(row["content"])
     ids = _candidates(connection, vocabulary, row["id"], row["content"])
     if not ids:
         return None
@@ -149,6 +160,8 @@ def find_original(
         if candidate["timestamp"] >= row["timestamp"]:
             continue  # only a later turn restates an earlier one
         if subject_of(candidate["content"]) != subject:
+            continue
+        if numbers_of(candidate["content"]) != numbers:
             continue
         score = similarity(row["content"], candidate["content"])
         if score >= threshold:
