@@ -14,6 +14,7 @@ from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 GROUPS = [
+    "forgotten",
     "run",
     "jobs",
     "status",
@@ -58,6 +59,9 @@ def test_help_lists_commands():
         "systemd install",
         "systemd uninstall",
         "kubernetes render",
+        "forgotten",
+        "forgotten list",
+        "forgotten restore",
     ],
 )
 def test_every_command_help_has_an_example(command):
