@@ -7,7 +7,8 @@ Run by hand (not part of the test suite):
     python benchmarks/orphans.py --sizes 0 --recall   # only the recall figure
 
 For each size a fresh database is created by Mnemosyne itself (its own schema, triggers and FTS
-tables), the rows are written by SQL (mnemo_ops.samples.synthetic_memories), and one uncapped linking pass
+tables), the rows of realistic text are written by SQL (mnemo_ops.samples.realistic_memories: Zipf
+words, a recurring cast, topics that come back), and one uncapped linking pass
 runs through the same code the job uses. Printed side by side: orphans per second, and for each size
 step the growth in rows against the growth in time (target: 10x rows cost at most 12x time).
 
@@ -35,9 +36,10 @@ sys.path.insert(0, str(REPOSITORY))
 
 import apsw  # noqa: E402
 
+from mnemo_ops.core.clock import local_timestamp  # noqa: E402
 from mnemo_ops.linking import orphans  # noqa: E402
+from mnemo_ops.samples.realistic_memories import add_realistic_memories  # noqa: E402
 from mnemo_ops.samples.sample_database import SampleLayout, build_sample  # noqa: E402
-from mnemo_ops.samples.synthetic_memories import add_synthetic_memories  # noqa: E402
 
 CREATE_SCHEMA = """
 import sys
@@ -82,7 +84,7 @@ def _environment(directory: Path) -> dict[str, str]:
 
 
 def build_database(directory: Path, rows: int) -> tuple[Path, float]:
-    """A Mnemosyne-created database with `rows` synthetic live rows; returns it and the fill time."""
+    """A Mnemosyne-created database with `rows` realistic live rows; returns it and the fill time."""
     (directory / "home").mkdir(parents=True)
     (directory / "data").mkdir()
     db_path = directory / "data" / "mnemosyne.db"
@@ -93,7 +95,7 @@ def build_database(directory: Path, rows: int) -> tuple[Path, float]:
         capture_output=True,
     )
     started = time.perf_counter()
-    add_synthetic_memories(db_path, rows, seed=5)
+    add_realistic_memories(db_path, rows, seed=5)
     return db_path, time.perf_counter() - started
 
 
@@ -150,6 +152,208 @@ def scaling(sizes: list[int], keep: bool, repeat: int) -> None:
             f"{small:,} -> {large:,}: rows x{large / small:.1f}, time x{large_s / small_s:.2f} "
             f"(target: at most x{1.2 * large / small:.0f})"
         )
+
+
+QUALITY_SUITE = r"""
+import json, sys
+from pathlib import Path
+from mnemo_ops.database.mnemosyne_api import open_mnemosyne
+cases = json.loads(Path(sys.argv[2]).read_text())
+memories = {}
+hits = shared = 0.0
+for case in cases:
+    if case["session"] not in memories:
+        memories[case["session"]] = open_mnemosyne(Path(sys.argv[1]), session_id=case["session"])
+    results = memories[case["session"]].beam.recall_enhanced(
+        case["query"], top_k=3, use_associative=True, use_cache=False)
+    ids = [result["id"] for result in results if result["id"] != case["id"]]
+    same = sum(1 for memory_id in ids if memory_id in case["relevant"])
+    hits += bool(same)
+    shared += same / max(1, len(ids))
+print(json.dumps({"hit_rate": hits / len(cases), "precision": shared / len(cases)}))
+"""
+
+
+def link_with(db_path: Path, budget: int | None) -> orphans.LinkTotals:
+    """One uncapped linking pass with the given match budget (None: the exact linker)."""
+    connection = apsw.Connection(str(db_path))
+    connection.set_busy_timeout(5000)
+    totals = orphans.link_orphans(
+        orphans.LinkRun(
+            connection=connection,
+            options=orphans.LinkOptions(max_rows=10**9, match_budget=budget),
+            dry_run=False,
+        )
+    )
+    connection.close()
+    return totals
+
+
+def quality(rows: int, budgets: list[int], cases: int) -> None:
+    """Associative recall after linking with the exact linker and with each bounded one.
+
+    One realistic database; each linker on its own copy. The suite: `cases` memories (every n-th
+    by id) as queries, recalled in their session with ``recall_enhanced(top_k=3,
+    use_associative=True)`` (MNEMOSYNE_ENHANCED_RECALL=1, cross-session on); a hit is another memory
+    of the same session among the results (the top 3 and up to 5 graph neighbours).
+    """
+    root = Path(tempfile.mkdtemp(prefix="orphan-linking-quality-"))
+    try:
+        db_path, _ = build_database(root / "filled", rows)
+        connection = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        everything = connection.execute(
+            "SELECT id, content, session_id FROM working_memory WHERE session_id LIKE 'session-%' "
+            "ORDER BY id"
+        ).fetchall()
+        by_session: dict[str, list[str]] = {}
+        for row_id, _, session in everything:
+            by_session.setdefault(session, []).append(row_id)
+        step = max(1, len(everything) // cases)
+        suite = [
+            {"id": row_id, "query": content, "session": session, "relevant": by_session[session]}
+            for row_id, content, session in everything[::step][:cases]
+        ]
+        # The matcher's decisions for the suite's rows: how often the budget changed the query.
+        matcher = orphans.Matcher(connection, orphans.LinkOptions(), local_timestamp())
+        matcher.prime([content for _, content, _ in everything])
+        changed = scanned = 0
+        for _, content, _ in everything:
+            terms, scan = matcher.plan_query(content)
+            scanned += scan
+            changed += scan or len(terms) < len(matcher.terms_for(content))
+        connection.close()
+        (root / "suite.json").write_text(json.dumps(suite))
+        print(
+            f"{rows:,} realistic rows, {len(suite)} cases; default budget "
+            f"{orphans.LinkOptions().match_budget}: the budget changed the query of "
+            f"{changed / len(everything):.1%} of rows ({scanned / len(everything):.1%} by a scan)"
+        )
+        figures = {}
+        for budget in [None, *budgets]:
+            trial = root / f"budget-{budget}"
+            shutil.copytree(root / "filled", trial, symlinks=True)
+            trial_db = trial / "data" / db_path.name
+            started = time.perf_counter()
+            totals = link_with(trial_db, budget)
+            elapsed = time.perf_counter() - started
+            environment = _environment(trial) | {
+                "MNEMOSYNE_ENHANCED_RECALL": "1",
+                "MNEMOSYNE_CROSS_SESSION": "1",
+            }
+            completed = subprocess.run(
+                [sys.executable, "-c", QUALITY_SUITE, str(trial_db), str(root / "suite.json")],
+                env=environment,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            figures[budget] = json.loads(completed.stdout.strip().splitlines()[-1])
+            name = "exact (every match scored)" if budget is None else f"budget {budget}"
+            print(
+                f"  {name:<28} edges {totals.edges_created:>7,}  link {elapsed:6.1f} s  "
+                f"hit rate {figures[budget]['hit_rate']:.3f}  precision "
+                f"{figures[budget]['precision']:.3f}"
+                + (
+                    f"  (hit rate {figures[budget]['hit_rate'] - figures[None]['hit_rate']:+.3f} "
+                    "vs exact)"
+                    if budget is not None
+                    else ""
+                ),
+                flush=True,
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def cached_home(directory: Path, rows: int) -> Path:
+    """The realistic home of `rows` rows in `directory` (built once, shared with the other
+    benchmarks); returns its database."""
+    home = directory / f"realistic-{rows}"
+    db_path = home / "hermes" / "mnemosyne" / "data" / "mnemosyne.db"
+    if not db_path.exists():
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path; "
+                "from mnemo_ops.samples.realistic_memories import build_realistic_sample; "
+                "build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))",
+                str(home),
+                str(rows),
+            ],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+        )
+    return db_path
+
+
+def _link_sample(source: Path, directory: Path, sample: int, budget: int | None):
+    """Link `sample` orphans on a fresh copy; (examined, seconds, SQLite steps)."""
+    work = Path(tempfile.mkdtemp(prefix="per-row-", dir=directory))
+    try:
+        copy = work / "mnemosyne.db"
+        shutil.copyfile(source, copy)
+        connection = apsw.Connection(str(copy))
+        connection.set_busy_timeout(5000)
+        # SQLite's own unit of work (virtual-machine steps, counted every 100), which the
+        # machine's load does not change.
+        steps = [0]
+
+        def count(steps: list[int] = steps) -> bool:
+            steps[0] += 100
+            return False
+
+        connection.set_progress_handler(count, 100)
+        started = time.perf_counter()
+        totals = orphans.link_orphans(
+            orphans.LinkRun(
+                connection=connection,
+                options=orphans.LinkOptions(max_rows=sample, match_budget=budget),
+                dry_run=False,
+            )
+        )
+        elapsed = time.perf_counter() - started
+        connection.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return totals.orphans_examined, elapsed, steps[0]
+
+
+def per_row_cost(sizes: list[int], sample: int, budgets: list[int | None], directory: Path) -> None:
+    """The marginal cost per examined orphan at each size, per budget.
+
+    A full first pass at 1M rows takes hours on a shared 2-core machine, and what decides how the
+    pass grows is whether the cost per row stays flat as the table grows (time = rows x cost per
+    row). So `sample` and then 2 x `sample` orphans are linked, each on a fresh copy, and the cost
+    per row is the difference divided by `sample`: the once-per-run work (counting the orphans, the
+    vocabulary's size) drops out, as it does in a full pass over all the rows.
+    """
+    measured: dict[tuple[int, int | None], tuple[float, float]] = {}
+    for size in sizes:
+        source = cached_home(directory, size)
+        for budget in budgets:
+            small = _link_sample(source, directory, sample, budget)
+            large = _link_sample(source, directory, 2 * sample, budget)
+            rows = max(1, large[0] - small[0])
+            per_row_s = max(1e-9, (large[1] - small[1]) / rows)
+            per_row_steps = (large[2] - small[2]) / rows
+            measured[(size, budget)] = (per_row_s, per_row_steps)
+            name = "exact" if budget is None else f"budget {budget}"
+            print(
+                f"{size:>9,} rows  {name:<11} {per_row_steps:>8,.0f} SQLite steps per row  "
+                f"{per_row_s * 1000:6.2f} ms per row ({1 / per_row_s:6.0f} rows/s; all {size:,} "
+                f"orphans in about {size * per_row_s:,.0f} s)",
+                flush=True,
+            )
+    for budget in budgets:
+        name = "exact" if budget is None else f"budget {budget}"
+        steps = [
+            f"{small:,} -> {large:,}: steps per row "
+            f"x{measured[(large, budget)][1] / measured[(small, budget)][1]:.2f}, time per row "
+            f"x{measured[(large, budget)][0] / measured[(small, budget)][0]:.2f}"
+            for small, large in zip(sizes, sizes[1:])
+        ]
+        print(f"  {name}: " + "; ".join(steps))
 
 
 def recall_figure() -> None:
@@ -240,7 +444,30 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=3, help="linking passes per size below 1M (fastest counts)"
     )
+    parser.add_argument(
+        "--quality", type=int, default=0, help="rows for the exact-vs-bounded recall comparison"
+    )
+    parser.add_argument("--budgets", default="400,100", help="match budgets compared with exact")
+    parser.add_argument("--cases", type=int, default=300, help="queries of the quality suite")
+    parser.add_argument(
+        "--per-row", default="", help="sizes for the cost per examined orphan (e.g. 10000,1000000)"
+    )
+    parser.add_argument(
+        "--sample", type=int, default=3000, help="orphans linked per size (--per-row)"
+    )
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
     arguments = parser.parse_args()
+    if arguments.per_row:
+        arguments.dir.mkdir(parents=True, exist_ok=True)
+        per_row_cost(
+            [int(size) for size in arguments.per_row.split(",")],
+            arguments.sample,
+            [int(b) or None for b in arguments.budgets.split(",")],
+            arguments.dir,
+        )
+        return
+    if arguments.quality:
+        quality(arguments.quality, [int(b) for b in arguments.budgets.split(",")], arguments.cases)
     sizes = [int(size) for size in arguments.sizes.split(",") if int(size) > 0]
     if sizes:
         scaling(sizes, arguments.keep, max(1, arguments.repeat))

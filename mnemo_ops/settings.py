@@ -83,6 +83,25 @@ SCHEMA: dict[str, Any] = {
         "prometheus_textfile_dir": Option(str, help="node_exporter textfile collector folder"),
         "syslog": Option(bool, False, help="one line per run to the local syslog"),
     },
+    "transactions": {
+        # Every job's write transactions on the memory DB (database/transactions.py). The live
+        # agent waits at most its 5 s busy timeout for the write lock; after one timeout Mnemosyne
+        # keeps failing (docs/architecture.md), so these stay far below it.
+        "target_ms": Option(
+            int, 50, "positive", "a write transaction stops taking rows after this long"
+        ),
+        "max_ms": Option(int, 250, "positive", "the bound: a longer write transaction is reported"),
+        "agent_share": Option(
+            float, 0.5, "fraction", "after each commit, pause to leave the agent this share"
+        ),
+    },
+    "disk": {
+        # Free space kept for the live agent on the filesystems of the DB and of the checkpoints.
+        "reserve_factor": Option(
+            float, 2.0, "non_negative", "reserve = this x (database + its WAL), at least the floor"
+        ),
+        "reserve_floor_mb": Option(int, 256, "non_negative", "the smallest reserve, in MiB"),
+    },
     "retrieval_eval": {
         # Paths default to <state_dir>/eval/suite.jsonl and <state_dir>/eval/baseline.json.
         "suite": Option(str, help="the eval suite (JSONL or YAML)"),
@@ -108,6 +127,11 @@ SCHEMA: dict[str, Any] = {
         ),
         "recall_options": Option(dict, {}, help="keyword arguments of Mnemosyne's recall"),
         "mnemosyne_environment": Option(dict, {}, help="extra MNEMOSYNE_* variables for recall"),
+        "python": Option(
+            str,
+            help="the Python whose Mnemosyne the mnemosyne engine runs (an upgrade candidate's "
+            "venv); unset: mnemo-ops' own",
+        ),
         "allow_suite_change": Option(
             bool, False, per_run=True, help="compare with a changed suite"
         ),
@@ -220,7 +244,15 @@ SCHEMA: dict[str, Any] = {
         "max_rows_per_run": Option(
             int, 20000, "positive", "orphans examined per run", alias="max_rows"
         ),
-        "batch_size": Option(int, 500, "positive", "rows per write transaction"),
+        "batch_size": Option(
+            int, 500, "positive", "orphans read and matched per round (writes are sized by time)"
+        ),
+        "full_round_days": Option(
+            int, 7, "non_negative", "days between full rounds; runs between link only new rows"
+        ),
+        "match_budget": Option(
+            int, 400, "non_negative", "FTS matches scored per orphan at most (0: all, exact)"
+        ),
     },
     "backup": {
         "keep": Option(int, 7, "positive", "verified daily checkpoints kept"),

@@ -12,6 +12,8 @@ import pytest
 
 from mnemo_ops.samples.sample_database import SampleLayout, build_sample
 from mnemo_ops.settings import Settings, load_settings
+from tests.other_mnemosyne import OtherMnemosyne
+from tests.other_mnemosyne import other_mnemosyne as find_other_mnemosyne
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -51,8 +53,24 @@ def sample_template(tmp_path_factory) -> SampleLayout:
     return build_sample(tmp_path_factory.mktemp("sample-template"))
 
 
-def copy_home(template: SampleLayout, target) -> SampleLayout:
-    """A private copy of a built home (sample or conversations) at `target`."""
+@pytest.fixture(scope="session")
+def other_mnemosyne() -> OtherMnemosyne:
+    """The other Mnemosyne line (4.0 beside 3.15 and back): a cached venv without mnemo-ops."""
+    return find_other_mnemosyne()
+
+
+@pytest.fixture(scope="session")
+def other_sample_template(other_mnemosyne, tmp_path_factory) -> SampleLayout:
+    """The sample home with its database written by the other Mnemosyne line."""
+    return build_sample(
+        tmp_path_factory.mktemp("other-sample-template"),
+        python=other_mnemosyne.python,
+        environment=other_mnemosyne.environ({}),
+    )
+
+
+def copy_sample(template: SampleLayout, target) -> SampleLayout:
+    """A private copy of a built home (sample or conversations), its Mnemosyne config pointed at the copy."""
     shutil.copytree(template.directory, target, symlinks=True)
     layout = SampleLayout(target)
     # Mnemosyne seeded config.yaml with the template's absolute data_dir, and its config wins over the
@@ -63,10 +81,30 @@ def copy_home(template: SampleLayout, target) -> SampleLayout:
     return layout
 
 
+REALISTIC_ROWS = 50_000
+"""Rows of realistic generated text in the large shared fixture (issue 20: many batches per job)."""
+
+
+@pytest.fixture(scope="session")
+def realistic_template(sample_template, tmp_path_factory) -> SampleLayout:
+    """The sample home grown by REALISTIC_ROWS rows of realistic text, built once per session."""
+    from mnemo_ops.samples.realistic_memories import add_realistic_memories
+
+    layout = copy_sample(sample_template, tmp_path_factory.mktemp("realistic") / "home")
+    add_realistic_memories(layout.db_path, REALISTIC_ROWS, seed=20)
+    return layout
+
+
+@pytest.fixture
+def realistic(realistic_template, tmp_path) -> SampleLayout:
+    """A private copy of the realistic home for one test."""
+    return copy_sample(realistic_template, tmp_path / "realistic")
+
+
 @pytest.fixture
 def sample(sample_template, tmp_path) -> SampleLayout:
     """A private copy of the sample home for one test."""
-    return copy_home(sample_template, tmp_path / "sample")
+    return copy_sample(sample_template, tmp_path / "sample")
 
 
 @pytest.fixture(scope="session")
@@ -83,7 +121,7 @@ def conversations_template(tmp_path_factory) -> SampleLayout:
 @pytest.fixture
 def conversations(conversations_template, tmp_path) -> SampleLayout:
     """A private copy of the aged conversation home for one test."""
-    return copy_home(conversations_template, tmp_path / "conversations")
+    return copy_sample(conversations_template, tmp_path / "conversations")
 
 
 @pytest.fixture

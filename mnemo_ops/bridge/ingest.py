@@ -165,8 +165,9 @@ class Ingestor:
 
         A lock error (the live agent holds the write lock at an unlucky moment) rolls the attempt
         back; before trying again the item's key is looked up in the database, because remember
-        commits the working_memory row before its other writes: a row already there is this item's,
-        so the item counts as ingested and only its legacy row is repaired when missing.
+        (Mnemosyne 3.15) commits the working_memory row before its other writes: a row already there
+        is this item's, so the item counts as ingested and only its legacy row is repaired when
+        missing. (4.0's remember writes an item in one transaction; the lookup then finds nothing.)
         """
         memory = self._memory(item.session_id)
         for attempt in range(1, LOCK_RETRY_ATTEMPTS + 1):
@@ -226,9 +227,10 @@ class Ingestor:
     def repair_legacy_row(self, memory_id: str) -> None:
         """Write the legacy ``memories`` row of a row whose drain was killed inside remember.
 
-        ``Mnemosyne.remember`` commits the working_memory row (with our key) first and its legacy
-        ``memories`` row in a second commit; a kill in between leaves the key present and the legacy
-        row missing. This is the row remember would have written (same id, content, fields).
+        ``Mnemosyne.remember`` (3.15) commits the working_memory row (with our key) first and its
+        legacy ``memories`` row in a second commit; a kill in between leaves the key present and the
+        legacy row missing (4.0 commits both at once). This is the row remember would have
+        written (same id, content, fields).
         """
         transactions.write_statement(
             self.connection,

@@ -36,6 +36,7 @@ _QUALIFIES = (
     veracity=PROMOTION_VERACITY,
     importance=PROMOTION_MIN_IMPORTANCE,
 )
+_CATEGORY = "'auto:' || coalesce(nullif(w.memory_type, ''), 'unknown')"
 _LIVE = "w.superseded_by IS NULL AND (w.valid_until IS NULL OR w.valid_until > :now)"
 
 
@@ -58,8 +59,19 @@ class BackstopPlan:
         }
 
 
-def plan(connection: apsw.Connection, owner: str, now: str) -> BackstopPlan:
-    """Read what the backstop would change for `owner` (read-only)."""
+def plan(
+    connection: apsw.Connection, owner: str, now: str, after_rowid: int | None = None
+) -> BackstopPlan:
+    """Read what the backstop would change for `owner` (read-only).
+
+    With `after_rowid`, the incremental pass: only working rows added after that rowid are
+    considered for promotion, and current lineages are not re-checked. That is for runs where the
+    installed trigger has promoted and closed as Mnemosyne wrote: what it cannot see (rows added
+    while it was missing, a `valid_until` that passed by time alone) the full pass finds, every
+    ``full_round_days``, and monthly-maintenance closes lineages of closed rows too.
+    """
+    if after_rowid is not None:
+        return _plan_new_rows(connection, owner, now, after_rowid)
     result = BackstopPlan()
     lineages = connection.execute(
         "SELECT c.id, substr(c.source, 6), c.body, w.id IS NOT NULL, "
@@ -106,58 +118,119 @@ def plan(connection: apsw.Connection, owner: str, now: str) -> BackstopPlan:
     return result
 
 
-def _close(connection: apsw.Connection, canonical_ids: list[int], stamp: str) -> int:
-    changed = 0
-    for canonical_id in canonical_ids:
-        connection.execute(
-            "UPDATE canonical_facts SET valid_until = ? WHERE id = ? AND valid_until IS NULL",
-            (stamp, canonical_id),
-        )
-        changed += connection.changes()
-    return changed
+def _plan_new_rows(
+    connection: apsw.Connection, owner: str, now: str, after_rowid: int
+) -> BackstopPlan:
+    result = BackstopPlan()
+    categories = lineage_categories(connection, owner)
+    names = {f"category{index}": category for index, category in enumerate(categories)}
+    in_list = ",".join(":" + name for name in names) or "NULL"
+    rows = connection.execute(
+        "SELECT w.id, "
+        "  EXISTS (SELECT 1 FROM canonical_facts l WHERE l.owner_id = :owner AND l.name = w.id "
+        f"   AND (l.category IN ({in_list}) OR l.category = {_CATEGORY}) "
+        "    AND l.source = 'auto:' || w.id AND l.valid_until IS NULL), "
+        "  EXISTS (SELECT 1 FROM canonical_facts o WHERE o.owner_id = :owner "
+        f"   AND o.category = {_CATEGORY} AND o.name = w.id "
+        "    AND o.valid_until IS NULL AND o.source IS NOT 'auto:' || w.id) "
+        f"FROM working_memory w WHERE w.rowid > :after AND {_QUALIFIES} AND {_LIVE} ORDER BY w.id",
+        {"owner": owner, "now": now, "after": after_rowid, **names},
+    ).fetchall()
+    for working_id, has_current, slot_taken in rows:
+        if has_current:
+            continue
+        if slot_taken:
+            result.slot_taken.append(working_id)
+            continue
+        result.promote.append(working_id)
+    return result
 
 
-def _promote(
-    connection: apsw.Connection, owner: str, working_ids: list[str], now: str, stamp: str
-) -> int:
-    changed = 0
-    for working_id in working_ids:
-        # The same guarded INSERT as the trigger: only when still live and qualifying, with no current
-        # lineage row and a free slot (the partial unique index is never left to fail).
-        connection.execute(
-            "INSERT INTO canonical_facts (owner_id, category, name, body, source, confidence, version, "
-            "  valid_from, valid_until) "
-            "SELECT :owner, 'auto:' || coalesce(nullif(w.memory_type, ''), 'unknown'), w.id, w.content, "
-            "  'auto:' || w.id, w.importance, "
-            "  coalesce((SELECT max(version) FROM canonical_facts WHERE source = 'auto:' || w.id "
-            "            AND owner_id = :owner), 0) + 1, :stamp, NULL "
-            f"FROM working_memory w WHERE w.id = :id AND {_QUALIFIES} AND {_LIVE} "
-            "AND NOT EXISTS (SELECT 1 FROM canonical_facts WHERE source = 'auto:' || w.id "
-            "                AND owner_id = :owner AND valid_until IS NULL) "
-            "AND NOT EXISTS (SELECT 1 FROM canonical_facts WHERE owner_id = :owner "
-            "                AND category = 'auto:' || coalesce(nullif(w.memory_type, ''), 'unknown') "
-            "                AND name = w.id AND valid_until IS NULL)",
-            {"owner": owner, "id": working_id, "now": now, "stamp": stamp},
-        )
-        changed += connection.changes()
-    return changed
+def _close(connection: apsw.Connection, canonical_id: int, stamp: str) -> int:
+    connection.execute(
+        "UPDATE canonical_facts SET valid_until = ? WHERE id = ? AND valid_until IS NULL",
+        (stamp, canonical_id),
+    )
+    return connection.changes()
+
+
+def lineage_categories(connection: apsw.Connection, owner: str) -> list[str]:
+    """The owner's ``auto:*`` categories (one index seek per category, however many facts there are).
+
+    A lineage row's slot is (owner, ``auto:<memory_type>``, working id), so with this short list a
+    lineage is found through Mnemosyne's own slot indexes. Looking it up by ``source`` instead has
+    no index unless the trigger's lineage index is installed: a scan of canonical_facts per row,
+    which made each backstop promotion cost ~6 ms at 10k facts and grow with them (issue 20).
+    """
+    categories: list[str] = []
+    after = "auto:"
+    while True:
+        row = connection.execute(
+            "SELECT min(category) FROM canonical_facts WHERE owner_id = ? AND category > ? "
+            "AND category < 'auto;'",
+            (owner, after),
+        ).fetchone()
+        if row is None or row[0] is None:
+            return categories
+        categories.append(row[0])
+        after = row[0]
+
+
+def _promote(connection: apsw.Connection, owner: str, working_id: str, now: str, stamp: str) -> int:
+    # The same guarded INSERT as the trigger: only when still live and qualifying, with no current
+    # lineage row and a free slot (the partial unique index is never left to fail). The lineage is
+    # read through the slot index, one seek per auto category (`lineage_categories`, read inside
+    # this transaction, so a category the agent's trigger has just added is seen).
+    categories = lineage_categories(connection, owner)
+    own = connection.execute(
+        f"SELECT {_CATEGORY} FROM working_memory w WHERE w.id = ?", (working_id,)
+    ).fetchone()
+    if own is None:
+        return 0
+    if own[0] not in categories:
+        categories.append(own[0])
+    names = {f"category{index}": category for index, category in enumerate(categories)}
+    lineage = (
+        "FROM canonical_facts WHERE owner_id = :owner AND name = w.id "
+        f"AND category IN ({','.join(':' + name for name in names)}) AND source = 'auto:' || w.id"
+    )
+    connection.execute(
+        "INSERT INTO canonical_facts (owner_id, category, name, body, source, confidence, version, "
+        "  valid_from, valid_until) "
+        f"SELECT :owner, {_CATEGORY}, w.id, w.content, 'auto:' || w.id, w.importance, "
+        f"  coalesce((SELECT max(version) {lineage}), 0) + 1, :stamp, NULL "
+        f"FROM working_memory w WHERE w.id = :id AND {_QUALIFIES} AND {_LIVE} "
+        f"AND NOT EXISTS (SELECT 1 {lineage} AND valid_until IS NULL) "
+        "AND NOT EXISTS (SELECT 1 FROM canonical_facts WHERE owner_id = :owner "
+        f"                AND category = {_CATEGORY} AND name = w.id AND valid_until IS NULL)",
+        {"owner": owner, "id": working_id, "now": now, "stamp": stamp, **names},
+    )
+    return connection.changes()
 
 
 def apply(
-    connection: apsw.Connection, owner: str, backstop: BackstopPlan, now: str, batch_size: int = 500
+    connection: apsw.Connection, owner: str, backstop: BackstopPlan, now: str
 ) -> tuple[int, int]:
-    """Write the plan in short transactions (closes first, so a changed body gets its next version).
+    """Write the plan in short transactions sized by time (closes first, so a changed body gets
+    its next version); every statement re-checks its condition inside its transaction.
 
     Returns (closed, promoted) as actually changed.
     """
     stamp = local_now().isoformat(timespec="seconds")  # CanonicalStore's own format
-    closed = promoted = 0
-    for batch in transactions.batched(backstop.close, batch_size):
-        closed += transactions.write_batch(
-            connection, lambda conn, batch=batch: _close(conn, batch, stamp)
+    closed = sum(
+        transactions.write_items(
+            connection,
+            backstop.close,
+            lambda conn, canonical_id: _close(conn, canonical_id, stamp),
+            label="canonical backstop close",
         )
-    for batch in transactions.batched(backstop.promote, batch_size):
-        promoted += transactions.write_batch(
-            connection, lambda conn, batch=batch: _promote(conn, owner, batch, now, stamp)
+    )
+    promoted = sum(
+        transactions.write_items(
+            connection,
+            backstop.promote,
+            lambda conn, working_id: _promote(conn, owner, working_id, now, stamp),
+            label="canonical backstop promote",
         )
+    )
     return closed, promoted

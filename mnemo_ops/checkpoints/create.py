@@ -27,6 +27,7 @@ from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.database.mnemosyne_api import mnemosyne_version
+from mnemo_ops.disk import reserve
 from mnemo_ops.private_files import ensure_private_dir, fsync_path, sha256_file
 from mnemo_ops.settings import Settings
 
@@ -108,7 +109,8 @@ def estimated_size(settings: Settings) -> int:
 def check_free_space(settings: Settings) -> None:
     """Refuse (CheckpointError) before writing anything when the backups folder lacks room.
 
-    A checkpoint that fills the disk would also break the live agent when both share a filesystem.
+    A checkpoint that fills the disk would also break the live agent when both share a filesystem,
+    so there it must leave the agent's reserve (``disk.reserve``) free as well.
     """
     needed = estimated_size(settings) + FREE_SPACE_RESERVE_BYTES
     free = shutil.disk_usage(settings.backups_dir).free
@@ -118,6 +120,15 @@ def check_free_space(settings: Settings) -> None:
             "nothing was written and earlier checkpoints are intact",
             code="backup-disk-full",
         )
+    # On the agent's own filesystem the checkpoint must also leave the agent its reserve.
+    if reserve.same_filesystem(settings.backups_dir, settings.db_path.parent):
+        space = reserve.free_space(settings, settings.backups_dir, needed=needed)
+        if not space.enough:
+            raise CheckpointError(
+                f"checkpoint refused: {space.describe()}; nothing was written and earlier "
+                "checkpoints are intact",
+                code="backup-disk-reserve",
+            )
 
 
 def _describe_failure(error: BaseException, settings: Settings) -> str:

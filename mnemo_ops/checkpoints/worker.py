@@ -13,6 +13,7 @@ outcome as JSON.
 
 from __future__ import annotations
 
+import copy
 import json
 import subprocess
 import sys
@@ -23,11 +24,13 @@ from typing import Any
 from mnemo_ops.checkpoints.create import CheckpointError, CheckpointOutcome, create_checkpoint
 from mnemo_ops.core.clock import isoformat
 from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.settings import Settings
+from mnemo_ops.settings import SCHEMA, Settings
+
+DEFAULT_DISK_OPTIONS = {key: option.default for key, option in SCHEMA["disk"].items()}
 
 
 def _settings(payload: dict[str, Any]) -> Settings:
-    """The few settings a checkpoint needs (paths only)."""
+    """The few settings a checkpoint needs (paths, and the agent's disk reserve)."""
     return Settings(
         db_path=Path(payload["db"]),
         state_dir=Path(payload["state_dir"]),
@@ -35,7 +38,7 @@ def _settings(payload: dict[str, Any]) -> Settings:
         hermes_home=Path(payload["memory_blocks_dir"]).parent,
         memory_blocks_dir=Path(payload["memory_blocks_dir"]),
         owner="default",
-        options={},
+        options={"disk": payload.get("disk") or copy.deepcopy(DEFAULT_DISK_OPTIONS)},
         sources={},
     )
 
@@ -51,6 +54,7 @@ def create_in_child(
         "kind": kind,
         "job": job,
         "moment": isoformat(moment),
+        "disk": settings.options.get("disk"),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "mnemo_ops.checkpoints.worker"],

@@ -15,10 +15,9 @@ from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.core.errors import ConfigError, DatabaseError
 from mnemo_ops.core.exit_codes import OK, USAGE
 from mnemo_ops.core.manifests import load_manifests
-from mnemo_ops.database.mnemosyne_api import mnemosyne_version
+from mnemo_ops.database import versions
 from mnemo_ops.jobs import implemented_jobs
 
-SUPPORTED_MNEMOSYNE = "3.15"
 REQUIRED_WORKING_COLUMNS = (
     "id",
     "content",
@@ -79,6 +78,7 @@ def _database_checks(settings) -> list[dict[str, str]]:
                 else "all expected tables present",
             )
         )
+        checks.append(_compatibility_check(connection))
         vector_tables = sorted(t for t in tables if t.startswith("vec_"))
         checks.append(
             _check(
@@ -92,6 +92,44 @@ def _database_checks(settings) -> list[dict[str, str]]:
     finally:
         connection.close()
     return checks
+
+
+def _compatibility_check(connection) -> dict[str, str]:
+    """Can the installed Mnemosyne open this database? (the check every Mnemosyne job runs first)
+
+    A database written by a newer Mnemosyne is an error (exit 2: jobs refuse it); one that the
+    installed Mnemosyne would upgrade is a warning (only jobs writing through Mnemosyne refuse it).
+    """
+    found = versions.database_line(connection)
+    version = versions.installed_version()
+    for usage, status in ((versions.OPENS_SNAPSHOT, "error"), (versions.OPENS_DATABASE, "warning")):
+        verdict = versions.judge(found, version, usage)
+        if verdict.problem:
+            return _check("mnemosyne compatibility", status, verdict.problem)
+    return _check(
+        "mnemosyne compatibility",
+        "ok",
+        f"written by {found.describe()}; mnemosyne-memory {version} opens it safely",
+    )
+
+
+def _version_check() -> dict[str, str]:
+    version = versions.installed_version()
+    if version is None:
+        return _check("mnemosyne-memory", "error", "not installed")
+    line = versions.known_line(version)
+    if line is None:
+        return _check(
+            "mnemosyne-memory",
+            "warning",
+            f"{version} (not a line mnemo-ops is tested with; tested: {versions.tested_versions()})",
+        )
+    tested = "tested" if version == line.tested else f"line tested with {line.tested}"
+    return _check("mnemosyne-memory", "ok", f"{version} (line {line.name}, {tested})")
+
+
+BLOCKING_CHECKS = ("config", "database", "working_memory columns", "mnemosyne compatibility")
+"""Checks whose error makes the database unusable for mnemo-ops (exit 2)."""
 
 
 def collect_doctor(state) -> tuple[list[dict[str, str]], int]:
@@ -119,18 +157,7 @@ def collect_doctor(state) -> tuple[list[dict[str, str]], int]:
         )
     except ConfigError as error:
         checks.append(_check("job manifests", "error", error.message))
-    version = mnemosyne_version()
-    if version is None:
-        checks.append(_check("mnemosyne-memory", "error", "not installed"))
-    else:
-        compatible = version.startswith(SUPPORTED_MNEMOSYNE + ".") or version == SUPPORTED_MNEMOSYNE
-        checks.append(
-            _check(
-                "mnemosyne-memory",
-                "ok" if compatible else "warning",
-                version if compatible else f"{version} (tested with {SUPPORTED_MNEMOSYNE}.x)",
-            )
-        )
+    checks.append(_version_check())
     python_sqlite = sqlite3.sqlite_version
     checks.append(
         _check(
@@ -166,11 +193,7 @@ def collect_doctor(state) -> tuple[list[dict[str, str]], int]:
         )
     code = (
         USAGE
-        if any(
-            c["status"] == "error"
-            and c["check"] in ("config", "database", "working_memory columns")
-            for c in checks
-        )
+        if any(c["status"] == "error" and c["check"] in BLOCKING_CHECKS for c in checks)
         else OK
     )
     return checks, code
@@ -181,7 +204,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command(
         "doctor",
-        help="Check config, database schema compatibility, versions and what is missing.\n\n"
+        help="Check config, database schema compatibility, versions and what is missing. Exit 2 when "
+        "the config or the database is unusable (one line on stderr says why, e.g. the database was "
+        "written by a newer Mnemosyne: which version to install).\n\n"
         "Example: mnemo-ops doctor",
     )
     @handle_errors
@@ -202,4 +227,14 @@ def register(app: typer.Typer) -> None:
             console.print(table)
 
         emit({"checks": checks, "ok": code == OK}, text)
+        if code != OK:
+            blocking = next(
+                c for c in checks if c["status"] == "error" and c["check"] in BLOCKING_CHECKS
+            )
+            CURRENT.err_console.print(
+                f"mnemo-ops: error: {blocking['check']}: {blocking['detail']}",
+                markup=False,
+                soft_wrap=True,
+                highlight=False,
+            )
         raise typer.Exit(code)

@@ -1,8 +1,9 @@
-"""``mnemo-ops eval run|baseline|import``: the retrieval eval and the deploy gate.
+"""``mnemo-ops eval run|baseline|compare|import``: the retrieval eval and the deploy gate.
 
 ``eval run`` and ``eval baseline`` go through the runner as the ``retrieval-eval`` job (so they get
 the result contract, the ledger row and monitoring); ``eval import`` builds a Mnemosyne database
-and a suite from a LoCoMo or LongMemEval file.
+and a suite from a LoCoMo or LongMemEval file; ``eval compare`` sets two results side by side
+(the current Mnemosyne's baseline and an upgrade candidate's run).
 """
 
 from __future__ import annotations
@@ -61,6 +62,62 @@ def render_evaluation(console: Console, result: JobResult) -> None:
     render_result(console, result, verbose=CURRENT.verbosity > 0)
 
 
+def render_comparison(console: Console, comparison: dict, show_all: bool = False) -> None:
+    """Both sides' engines, the metrics side by side, then the cases (changed ones unless `show_all`)."""
+    sides = comparison["a"], comparison["b"]
+    for name, side in zip(("A", "B"), sides):
+        engine = side["engine"] or {}
+        console.print(
+            f"{name}: {side['path']}  ({side['kind']}, engine {engine.get('name', '?')} "
+            f"{engine.get('version', '')}, k={side['k']})",
+            markup=False,
+            highlight=False,
+        )
+    for warning in comparison["warnings"]:
+        console.print(f"[yellow]warning:[/] {warning}")
+    metrics = Table(box=None, padding=(0, 2))
+    for column in ("metric", "A", "B", "change"):
+        metrics.add_column(column, justify="left" if column == "metric" else "right")
+    for row in comparison["metrics"]:
+        metrics.add_row(
+            row["metric"],
+            "" if row["a"] is None else f"{row['a']:.3f}",
+            "" if row["b"] is None else f"{row['b']:.3f}",
+            "" if row["delta"] is None else f"{row['delta']:+.3f}",
+        )
+    console.print(metrics)
+    shown = [case for case in comparison["cases"] if show_all or case["change"] != "same"]
+    if shown:
+        cases = Table(box=None, padding=(0, 2))
+        for column in ("case", "A rank", "B rank", "change", "query"):
+            cases.add_column(column, justify="right" if "rank" in column else "left")
+        styles = {"lost": "bold red", "worse": "yellow", "found": "green", "better": "green"}
+        for case in shown:
+            style = styles.get(case["change"])
+            change = f"[{style}]{case['change']}[/]" if style else case["change"]
+            cases.add_row(
+                case["id"],
+                "-" if case["a_rank"] is None else str(case["a_rank"]),
+                "-" if case["b_rank"] is None else str(case["b_rank"]),
+                change,
+                (case.get("query") or "")[:60],
+            )
+        console.print(cases)
+    summary = comparison["summary"]
+    console.print(
+        f"{len(comparison['cases'])} cases: "
+        + ", ".join(f"{count} {change}" for change, count in summary.items() if count)
+    )
+
+
+def _absolute(path: str | None) -> str | None:
+    """A path given on the command line, made absolute (None stays None).
+
+    Not resolved: a venv's ``bin/python`` is a symlink to the base interpreter, and only the
+    symlink's own path finds the venv's packages."""
+    return str(Path(path).expanduser().absolute()) if path else None
+
+
 def _finish(result: JobResult) -> None:
     emit(result.to_dict(), lambda console: render_evaluation(console, result))
     if result.error and result.status == "failed":
@@ -74,7 +131,7 @@ def _finish(result: JobResult) -> None:
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command group."""
     group = typer.Typer(
-        help="Retrieval eval: run a suite against recall, write baselines, import benchmarks.\n\n"
+        help="Retrieval eval: run a suite against recall, write baselines, compare results, import benchmarks.\n\n"
         "Example: mnemo-ops eval run --suite fixtures/eval/sample.jsonl --baseline baseline.json",
         no_args_is_help=True,
     )
@@ -101,6 +158,13 @@ def register(app: typer.Typer) -> None:
         metavar="ENGINE",
     )
     k_option = typer.Option(None, "--k", "-k", help="Cutoff k (default: config, else 10).", min=1)
+    python_option = typer.Option(
+        None,
+        "--python",
+        help="Run Mnemosyne's recall under this Python (a venv where an upgrade candidate of "
+        "mnemosyne-memory is installed; default: config retrieval_eval.python, else mnemo-ops' own).",
+        metavar="PATH",
+    )
 
     @group.command(
         "run",
@@ -109,6 +173,8 @@ def register(app: typer.Typer) -> None:
             "that passed and now fails, is a regression (exit 1).\n\n"
             + EXIT_CODES
             + "\n\nExample: mnemo-ops eval run --suite suite.jsonl --baseline baseline.json || echo 'do not deploy'"
+            + "\n\nUpgrade gate: mnemo-ops eval run --dry-run --python ~/mnemosyne-next/bin/python "
+            "--suite suite.jsonl --baseline baseline.json"
         ),
     )
     @handle_errors
@@ -131,6 +197,7 @@ def register(app: typer.Typer) -> None:
         ratchet: bool = typer.Option(
             False, "--ratchet", help="Raise the baseline when no metric fell and one rose."
         ),
+        python: str = python_option,
         dry_run: bool = typer.Option(
             False, "--dry-run", "-n", help="Record nothing, write no baseline."
         ),
@@ -142,6 +209,7 @@ def register(app: typer.Typer) -> None:
             "k": k,
             "allow_suite_change": allow_suite_change,
             "ratchet": ratchet,
+            "python": _absolute(python),
         }
         result = run_job(
             CURRENT.settings,
@@ -168,6 +236,7 @@ def register(app: typer.Typer) -> None:
         suite: str = suite_option,
         engine: str = engine_option,
         k: int = k_option,
+        python: str = python_option,
         dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Evaluate, but write nothing."),
     ) -> None:
         options = {
@@ -175,6 +244,7 @@ def register(app: typer.Typer) -> None:
             "engine": engine,
             "k": k,
             "write_baseline": str(Path(out).expanduser().absolute()),
+            "python": _absolute(python),
         }
         result = run_job(
             CURRENT.settings,
@@ -184,6 +254,33 @@ def register(app: typer.Typer) -> None:
             show_progress=CURRENT.show_progress,
         )
         _finish(result)
+
+    @group.command(
+        "compare",
+        help=(
+            "Show two eval results side by side: metrics, then each case's rank in A and in B (cases that "
+            "changed, most alarming first; --all for every case). A and B are baselines (eval baseline --out) "
+            "or runs saved with --json (mnemo-ops --json eval run ... > run.json). Reads only; exit 0, or 2 "
+            "for a file that is neither.\n\n"
+            "Example: mnemo-ops eval compare baseline.json candidate.json"
+        ),
+    )
+    @handle_errors
+    def compare_command(
+        first: str = typer.Argument(
+            ..., metavar="A", help="Baseline or saved run (the current Mnemosyne)."
+        ),
+        second: str = typer.Argument(
+            ..., metavar="B", help="Baseline or saved run (the candidate)."
+        ),
+        show_all: bool = typer.Option(False, "--all", help="List unchanged cases too."),
+    ) -> None:
+        from mnemo_ops.evaluation.comparison import compare_records, fill_queries, load_record
+
+        comparison = compare_records(load_record(Path(first)), load_record(Path(second)))
+        fill_queries(comparison)
+        emit(comparison, lambda console: render_comparison(console, comparison, show_all))
+        raise typer.Exit(0)
 
     def _import(kind: str, file: str, db: str, suite: str, limit: int | None) -> None:
         from mnemo_ops.evaluation.importers import import_benchmark

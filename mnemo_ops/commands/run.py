@@ -12,6 +12,7 @@ import typer
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.commands.render import render_result
 from mnemo_ops.core.errors import UsageError
+from mnemo_ops.core.exit_codes import USAGE
 from mnemo_ops.core.results import Severity, Status
 from mnemo_ops.jobs import run_job
 from mnemo_ops.settings import JOB_NAMES, SCHEMA, Option, job_section
@@ -101,9 +102,15 @@ def register(app: typer.Typer) -> None:
                         markup=False,
                     )
             if result.error and result.status == Status.FAILED:
-                CURRENT.err_console.print(
-                    f"mnemo-ops: {result.job} failed: {result.error}", markup=False
+                CURRENT.err_console.print(  # one unwrapped line, whatever the terminal width
+                    f"mnemo-ops: {result.job} failed: {result.error}", markup=False, soft_wrap=True
                 )
+        elif result.error and result.exit_code == USAGE and not CURRENT.json:
+            # A run refused before it started (exit 2, e.g. the Mnemosyne version check): the same
+            # one line on stderr as any other usage or database error, beside the rendered result.
+            CURRENT.err_console.print(
+                f"mnemo-ops: error: {result.error}", markup=False, soft_wrap=True
+            )
         if result.status == Status.SKIPPED and result.error and not CURRENT.json:
             CURRENT.err_console.print(f"mnemo-ops: skipped: {result.error}", markup=False)
         raise typer.Exit(result.exit_code)

@@ -17,14 +17,14 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import apsw
 
 from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.database import snapshot
+from mnemo_ops.database import snapshot, versions
 
 MODELS = ("auto", "aaak")
 """``auto``: Mnemosyne's model chain when one is configured, else AAAK; ``aaak``: always AAAK."""
@@ -43,25 +43,53 @@ def working_memory_ttl_hours(environ: dict[str, str] | None = None) -> int:
         ) from None
 
 
-def sleep_cutoff(now: datetime | None = None, environ: dict[str, str] | None = None) -> str:
-    """The age cut-off of Mnemosyne's sleep: rows older than TTL // 2 hours (naive local ISO, as it stores)."""
-    moment = now or datetime.now()
+def _utc_clock(line: str | None) -> bool:
+    """Does this line's sleep keep time in UTC? 3.15 stores and compares naive local time; 4.0
+    stores naive UTC and compares ``datetime(timestamp)`` with a UTC cut-off."""
+    line = line or versions.installed_line() or versions.LINES[0].name
+    return versions.line_key(line) >= (4, 0)
+
+
+def sleep_cutoff(
+    now: datetime | None = None, environ: dict[str, str] | None = None, line: str | None = None
+) -> str:
+    """The age cut-off of Mnemosyne's sleep: rows older than TTL // 2 hours, as naive ISO in the
+    time base of the installed line (`line`): local time for 3.15, UTC for 4.0."""
+    if now is not None:
+        moment = now
+    elif _utc_clock(line):
+        moment = datetime.now(UTC).replace(tzinfo=None)
+    else:
+        moment = datetime.now()
     return (moment - timedelta(hours=working_memory_ttl_hours(environ) // 2)).isoformat()
 
 
 def pending_work(
-    connection: apsw.Connection, stale_seconds: int, now: datetime | None = None
+    connection: apsw.Connection,
+    stale_seconds: int,
+    now: datetime | None = None,
+    line: str | None = None,
 ) -> dict[str, int]:
     """Rows Mnemosyne's sleep would consolidate now, and stale claims its reclaim would hand back.
 
-    Mirrors the filters of ``BeamMemory.sleep`` (not yet consolidated, not pinned, older than the
-    cut-off) so the job takes its pre-write checkpoint only when there is work.
+    Mirrors the filters of ``BeamMemory.sleep`` of the installed line (`line`): not yet
+    consolidated, not pinned, older than the cut-off, so the job takes its pre-write checkpoint
+    only when there is work. 3.15 compares the stored text with a local-time cut-off; 4.0 compares
+    ``datetime(timestamp)`` with a UTC one and leaves out rows whose timestamp is not a date.
     """
-    moment = now or datetime.now()
+    utc = _utc_clock(line)
+    moment = now or (datetime.now(UTC).replace(tzinfo=None) if utc else datetime.now())
+    older = (
+        "datetime(trim(timestamp)) IS NOT NULL "
+        "AND date(substr(trim(timestamp), 1, 10)) = substr(trim(timestamp), 1, 10) "
+        "AND datetime(trim(timestamp)) < datetime(?)"
+        if utc
+        else "timestamp < ?"
+    )
     eligible = connection.execute(
-        "SELECT count(*) FROM working_memory WHERE timestamp < ? AND consolidated_at IS NULL "
+        f"SELECT count(*) FROM working_memory WHERE {older} AND consolidated_at IS NULL "
         "AND (pinned IS NULL OR pinned = 0)",
-        (sleep_cutoff(moment),),
+        (sleep_cutoff(moment, line=line),),
     ).fetchone()[0]
     stale_before = (moment - timedelta(seconds=stale_seconds)).isoformat()
     orphans = connection.execute(

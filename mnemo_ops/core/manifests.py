@@ -15,6 +15,7 @@ import yaml
 from croniter import croniter
 
 from mnemo_ops.core.errors import ConfigError, UsageError
+from mnemo_ops.database.versions import USAGES as MNEMOSYNE_USAGES
 from mnemo_ops.resources import resource_dir
 from mnemo_ops.settings import JOB_NAMES, Settings
 
@@ -30,7 +31,16 @@ WRITE_SCOPES = (
 CHECKPOINT_MODES = ("none", "before-write")
 GUARDS = ("recall",)
 """``guard: recall``: the change is tried on a copy and kept only if recall stays within tolerance."""
-_FIELDS = {"name", "schedule", "description", "writes", "checkpoint", "timeout", "guard"}
+_FIELDS = {
+    "name",
+    "schedule",
+    "description",
+    "writes",
+    "checkpoint",
+    "timeout",
+    "guard",
+    "mnemosyne",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +55,10 @@ class JobManifest:
     timeout: int
     path: Path | None = None
     guard: str | None = None
+    # How the job uses Mnemosyne (optional key, default none): opens-database (the live database,
+    # through Mnemosyne's API), opens-snapshot (only private copies), uses-code (Mnemosyne's code on
+    # our own connections). The runner's version check (database/versions.preflight) reads it.
+    mnemosyne: str = "none"
 
     @property
     def module(self) -> str:
@@ -111,6 +125,9 @@ def _parse(path: Path, data: Any) -> JobManifest:
     guard = data.get("guard")
     if guard is not None and guard not in GUARDS:
         raise ConfigError(f"{path}: key 'guard' must be one of {', '.join(GUARDS)}")
+    mnemosyne = data.get("mnemosyne", "none")
+    if mnemosyne not in MNEMOSYNE_USAGES:
+        raise ConfigError(f"{path}: key 'mnemosyne' must be one of {', '.join(MNEMOSYNE_USAGES)}")
     return JobManifest(
         name=name,
         schedule=schedule,
@@ -120,6 +137,7 @@ def _parse(path: Path, data: Any) -> JobManifest:
         timeout=data["timeout"],
         path=path,
         guard=guard,
+        mnemosyne=mnemosyne,
     )
 
 

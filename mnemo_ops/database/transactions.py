@@ -1,27 +1,159 @@
-"""Write transactions on the memory database: ``BEGIN IMMEDIATE``, short, retried whole on busy.
+"""Write transactions on the memory database: ``BEGIN IMMEDIATE``, bounded by time, retried on busy.
 
-The live agent writes to the same file through its own connections, so every write transaction
-takes the write lock up front (never upgraded mid-way), is kept short, and is retried from the start
-when SQLite reports the database busy or locked. One implementation serves both SQLite libraries we
-use: apsw (our own connections) and Python's sqlite3 (the library Mnemosyne uses, which bridge-drain
-writes through while Mnemosyne has the file open).
+The live agent writes to the same file through its own connections, with a 5 s busy timeout. So
+every write transaction of ours takes the write lock up front (never upgraded mid-way), is short,
+and is retried from the start when SQLite reports the database busy or locked. "Short" is a time,
+not a row count: a row can cost 20 us or 20 ms depending on what it touches and how big the
+database is, so `write_items` commits when the policy's target time has passed (each transaction
+stops taking items at `target_s`), and every transaction is timed against the bound (`max_s`, well
+under the agent's timeout). After each commit the writer pauses for a share of the time it held the
+lock (`agent_share`), so the agent's next write is never overtaken by our next transaction again and
+again.
+
+Why it matters so much: Mnemosyne's ``remember`` runs its dedup SELECT and then an INSERT through
+Python's sqlite3, which opens a deferred transaction before the INSERT. When the INSERT times out,
+Mnemosyne never rolls that transaction back; its next dedup SELECT then takes a read snapshot inside
+it, and every later INSERT fails at once with "database is locked" (SQLITE_BUSY_SNAPSHOT) as soon as
+any other connection has committed (docs/architecture.md, "Why the agent's writes fail at once").
+One transaction of ours longer than 5 s costs the agent every write until it restarts.
+
+Every transaction run here is recorded in the current `TransactionMeter` (set per job run with
+`metered`): count, the longest, time over the bound, busy retries, the pauses. The job wiring puts
+them in the result's stats, and so in the run ledger.
+
+One implementation serves both SQLite libraries we use: apsw (our own connections) and Python's
+sqlite3 (the library Mnemosyne uses, which bridge-drain writes through while Mnemosyne has the file
+open).
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import apsw
 
+from mnemo_ops.settings import SCHEMA
+
 T = TypeVar("T")
+R = TypeVar("R")
 
 ATTEMPTS = 8
 BACKOFF_S = 0.05
 """Retry schedule: the busy timeout already waits up to 5 s per attempt; then 50 ms, 100 ms, ..."""
+MAX_AGENT_SHARE = 0.9
+"""A share of 1 would mean pausing forever; 0.9 pauses nine times the transaction's length."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """How long a write transaction may run and how much room the agent gets after it.
+
+    - `target_s`: `write_items` stops taking new items once a transaction has run this long;
+    - `max_s`: the bound; a transaction that ran longer is counted (``over_bound``) and reported;
+    - `agent_share`: after each commit, pause ``held * share / (1 - share)`` (0: no pause).
+    The defaults are the settings schema's (``transactions`` section).
+    """
+
+    target_s: float
+    max_s: float
+    agent_share: float
+
+    @classmethod
+    def defaults(cls) -> Policy:
+        """The policy of the schema defaults (outside a job run, e.g. ``trigger install``)."""
+        section = SCHEMA["transactions"]
+        return cls(
+            target_s=section["target_ms"].default / 1000,
+            max_s=section["max_ms"].default / 1000,
+            agent_share=section["agent_share"].default,
+        )
+
+    @classmethod
+    def from_settings(cls, settings) -> Policy:
+        """The policy of the ``transactions`` settings section."""
+        return cls(
+            target_s=settings.option("transactions.target_ms") / 1000,
+            max_s=settings.option("transactions.max_ms") / 1000,
+            agent_share=settings.option("transactions.agent_share"),
+        )
+
+    def pause_after(self, held_s: float) -> float:
+        """The pause after a transaction that held the write lock for `held_s` seconds."""
+        share = min(max(self.agent_share, 0.0), MAX_AGENT_SHARE)
+        return held_s * share / (1 - share)
+
+
+@dataclasses.dataclass
+class TransactionMeter:
+    """What the write transactions of one job run cost the agent (held times, waits, pauses)."""
+
+    policy: Policy = dataclasses.field(default_factory=Policy.defaults)
+    count: int = 0
+    held_s: float = 0.0
+    longest_s: float = 0.0
+    longest_label: str | None = None
+    over_bound: int = 0
+    longest_wait_s: float = 0.0
+    busy_retries: int = 0
+    paused_s: float = 0.0
+
+    def record(self, label: str | None, held_s: float, waited_s: float) -> None:
+        """Count one committed (or rolled back) transaction that held the lock for `held_s`."""
+        self.count += 1
+        self.held_s += held_s
+        if held_s > self.longest_s:
+            self.longest_s, self.longest_label = held_s, label
+        if held_s > self.policy.max_s:
+            self.over_bound += 1
+        self.longest_wait_s = max(self.longest_wait_s, waited_s)
+
+    def to_stats(self) -> dict[str, Any]:
+        """The ``stats.transactions`` block of a job result (milliseconds)."""
+        return {
+            "count": self.count,
+            "longest_write_transaction_ms": round(self.longest_s * 1000, 1),
+            "longest_label": self.longest_label,
+            "held_ms": round(self.held_s * 1000, 1),
+            "over_bound": self.over_bound,
+            "bound_ms": round(self.policy.max_s * 1000),
+            "target_ms": round(self.policy.target_s * 1000),
+            "longest_lock_wait_ms": round(self.longest_wait_s * 1000, 1),
+            "busy_retries": self.busy_retries,
+            "agent_pause_ms": round(self.paused_s * 1000, 1),
+        }
+
+
+_CURRENT: contextvars.ContextVar[TransactionMeter | None] = contextvars.ContextVar(
+    "mnemo_ops_transaction_meter", default=None
+)
+
+
+@contextmanager
+def metered(policy: Policy | None = None) -> Iterator[TransactionMeter]:
+    """Record every write transaction run inside the block (in this thread) in a new meter."""
+    meter = TransactionMeter(policy or Policy.defaults())
+    token = _CURRENT.set(meter)
+    try:
+        yield meter
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_meter() -> TransactionMeter:
+    """The meter of the running job (a fresh, unrecorded one with the default policy outside a job)."""
+    meter = _CURRENT.get()
+    return meter if meter is not None else TransactionMeter()
+
+
+def current_policy() -> Policy:
+    """The policy in force (the running job's, else the defaults)."""
+    return current_meter().policy
 
 
 def is_busy_error(error: BaseException) -> bool:
@@ -47,7 +179,7 @@ def immediate_transaction(connection: Any) -> Iterator[Any]:
     """One ``BEGIN IMMEDIATE`` transaction: commit on success, roll back on any exception.
 
     A Python sqlite3 connection must be in autocommit mode (``isolation_level=None``), so that the
-    module never opens a transaction of its own around ours.
+    module never opens a transaction of its own around ours. Not timed: `write_batch` is.
     """
     connection.execute("BEGIN IMMEDIATE")
     try:
@@ -64,30 +196,98 @@ def write_batch(
     work: Callable[[Any], T],
     attempts: int = ATTEMPTS,
     backoff_s: float = BACKOFF_S,
+    label: str | None = None,
 ) -> T:
     """Run `work(connection)` inside one BEGIN IMMEDIATE transaction, retrying it whole when busy.
 
     `work` must be safe to repeat: it is called again from the start after a busy rollback. After
-    `attempts` tries the busy error propagates.
+    `attempts` tries the busy error propagates. The time the write lock was held (from BEGIN
+    IMMEDIATE returning to COMMIT returning) is recorded in the current meter under `label`, and
+    after the commit the writer pauses for the agent's share (`Policy.pause_after`).
     """
+    meter = current_meter()
     for attempt in range(1, attempts + 1):
+        asked = time.monotonic()
         try:
-            with immediate_transaction(connection):
-                return work(connection)
+            connection.execute("BEGIN IMMEDIATE")
         except (apsw.Error, sqlite3.Error) as error:
             if not is_busy_error(error) or attempt == attempts:
                 raise
+            meter.busy_retries += 1
             time.sleep(backoff_s * attempt)
+            continue
+        acquired = time.monotonic()
+        try:
+            value = work(connection)
+            connection.execute("COMMIT")
+        except BaseException as error:
+            if _in_transaction(connection):
+                connection.execute("ROLLBACK")
+            meter.record(label, time.monotonic() - acquired, acquired - asked)
+            if (
+                not isinstance(error, (apsw.Error, sqlite3.Error))
+                or not is_busy_error(error)
+                or attempt == attempts
+            ):
+                raise
+            meter.busy_retries += 1
+            time.sleep(backoff_s * attempt)
+            continue
+        held = time.monotonic() - acquired
+        meter.record(label, held, acquired - asked)
+        pause = meter.policy.pause_after(held)
+        if pause > 0:
+            meter.paused_s += pause
+            time.sleep(pause)
+        return value
     raise AssertionError("unreachable")
 
 
-def write_statement(connection: Any, sql: str, parameters: tuple = ()) -> None:
+def write_statement(
+    connection: Any, sql: str, parameters: tuple = (), label: str | None = None
+) -> None:
     """One statement in its own retried ``BEGIN IMMEDIATE`` transaction."""
-    write_batch(connection, lambda conn: conn.execute(sql, parameters))
+    write_batch(connection, lambda conn: conn.execute(sql, parameters), label=label)
+
+
+def write_items(
+    connection: Any,
+    items: Sequence[T],
+    apply: Callable[[Any, T], R],
+    label: str | None = None,
+    max_items: int | None = None,
+) -> list[R]:
+    """``apply(connection, item)`` for every item, in transactions sized by time; the results in order.
+
+    Each transaction takes items until it has run for the policy's `target_s` (at least one item,
+    at most `max_items`), commits, pauses for the agent, and the next one goes on from there. Each
+    is retried whole on busy, so `apply` must re-check its conditions inside the transaction (it is
+    repeated after a busy rollback). A kill leaves whole transactions only.
+    """
+    results: list[R] = []
+    position = 0
+    while position < len(items):
+        target_s = current_policy().target_s
+
+        def work(conn: Any, start: int = position, target_s: float = target_s) -> list[R]:
+            done: list[R] = []
+            deadline = time.monotonic() + target_s
+            end = len(items) if max_items is None else min(len(items), start + max_items)
+            for item in items[start:end]:
+                done.append(apply(conn, item))
+                if time.monotonic() >= deadline:
+                    break
+            return done
+
+        done = write_batch(connection, work, label=label)
+        results.extend(done)
+        position += len(done)
+    return results
 
 
 def batched(items: Iterable[T], size: int = 500) -> Iterator[list[T]]:
-    """Yield lists of at most `size` items (the ~500-row write batches of DESIGN section 3)."""
+    """Yield lists of at most `size` items (work units read or planned together; writes of a
+    batch go through `write_items`, which sizes transactions by time)."""
     batch: list[T] = []
     for item in items:
         batch.append(item)

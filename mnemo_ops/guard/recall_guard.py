@@ -18,6 +18,7 @@ A run killed at any point leaves the live files as they were; the next run remov
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import dataclasses
 import shutil
@@ -182,6 +183,14 @@ def _live_ids(db_path: Path, memory_ids: list[str]) -> set[str]:
         connection.close()
 
 
+def _measure_both(settings: Settings, before_db: Path, after_db: Path, probe_set, suite):
+    """Recall on the copy as it was and on the changed copy, at the same time (two worker processes)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        before = pool.submit(measure, settings, before_db, probe_set, suite)
+        after = pool.submit(measure, settings, after_db, probe_set, suite)
+        return before.result(), after.result()
+
+
 class RecallGuard:
     """``RunHooks.guards["recall"]``: the trial described in the module docstring."""
 
@@ -233,12 +242,21 @@ class RecallGuard:
                 )
             finally:
                 connection.close()
+            # The database as it was, kept for the "before" measurement: measured only when the job
+            # changed something, and then at the same time as the copy it changed.
+            pristine = trial.folder / "before" / trial.db_path.name
+            ensure_private_dir(pristine.parent)
+            shutil.copy2(trial.db_path, pristine)
             suite = _suite(settings)
-            with ctx.progress.bar("recall guard: before", total=len(refreshed.probes)) as bar:
-                before = measure(settings, trial.db_path, refreshed.probes, suite, bar.advance)
             trial_result = self._run_on_copy(ctx, job, trial)
-            with ctx.progress.bar("recall guard: after", total=len(refreshed.probes)) as bar:
-                after = measure(settings, trial.db_path, refreshed.probes, suite, bar.advance)
+            if not any(trial_result.changes.values()):
+                # Nothing written: recall cannot have changed, and nothing is measured.
+                return self._unchanged(ctx, state_db, fingerprint, refreshed, trial_result, started)
+            with ctx.progress.bar("recall guard: measuring", total=2) as bar:
+                before, after = _measure_both(
+                    settings, pristine, trial.db_path, refreshed.probes, suite
+                )
+                bar.advance(2)
             live_after = _live_ids(trial.db_path, [probe.memory_id for probe in refreshed.probes])
         finally:
             trial.remove()
@@ -273,6 +291,25 @@ class RecallGuard:
             return True
         self._refuse(ctx, figures)
         return False
+
+    def _unchanged(self, ctx, state_db, fingerprint, refreshed, trial_result, started) -> bool:
+        figures = {
+            "verdict": "ok",
+            "unchanged": True,
+            "problems": [],
+            "probe_set": refreshed.to_stats(),
+            "trial": {
+                "status": str(trial_result.status),
+                "error": trial_result.error,
+                "changes": trial_result.changes,
+            },
+            "seconds": round(time.monotonic() - started, 2),
+        }
+        ctx.result.stats["guard"] = figures
+        history.record(
+            state_db, ctx.job, isoformat(ctx.result.started_at), "ok", fingerprint, "", figures
+        )
+        return True
 
     def _run_on_copy(self, ctx: JobContext, job, trial: Trial) -> JobResult:
         """The job on the trial copy: its own result, no checkpoint, no monitoring, no ledger row."""

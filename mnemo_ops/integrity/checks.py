@@ -146,7 +146,9 @@ def fts_consistency_error(connection: apsw.Connection, table: str, attempts: int
     """FTS5 ``integrity-check`` (rank 1: index against content) inside a transaction that is rolled back.
 
     The command is an INSERT, so it needs a writable connection, but it changes nothing; rolling back
-    makes that certain. ``BEGIN IMMEDIATE`` takes the write lock up front, so when the live agent holds
+    makes that certain. It holds the write lock while it reads the whole index, so monthly-maintenance
+    runs it on a private snapshot copy, never beside the live agent.
+    ``BEGIN IMMEDIATE`` takes the write lock up front, so when the live agent holds
     it the busy timeout waits instead of failing at once; a busy attempt is simply tried again.
     Returns None when consistent, else the error text.
     """
@@ -644,7 +646,10 @@ def run_audit(
             continue
         if checker is None:
             audit.add(
-                "fts-check-skipped", "info", f"{table}: FTS5 integrity-check needs a writable file"
+                "fts-check-skipped",
+                "info",
+                f"{table}: FTS5 integrity-check skipped: no private copy of the database could be "
+                "made (free space below the agent's reserve, or a read error)",
             )
             continue
         try:

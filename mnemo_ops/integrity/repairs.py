@@ -25,6 +25,7 @@ def rebuild_fts(connection: apsw.Connection, table: str) -> None:
     transactions.write_batch(
         connection,
         lambda conn: conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'rebuild\')'),
+        label=f"{table} rebuild",
     )
 
 
@@ -77,10 +78,14 @@ def reconcile_fts_working(
                 removed += conn.changes()
             return removed
 
-        totals["removed"] += transactions.write_batch(connection, remove_null_ids)
+        totals["removed"] += transactions.write_batch(
+            connection, remove_null_ids, label="fts_working null ids"
+        )
     for batch in transactions.batched(plan.ids, BATCH_SIZE):
         counts = transactions.write_batch(
-            connection, lambda conn, batch=batch: _reconcile_batch(conn, batch)
+            connection,
+            lambda conn, batch=batch: _reconcile_batch(conn, batch),
+            label="fts_working reconcile",
         )
         for name, value in counts.items():
             totals[name] += value
@@ -91,20 +96,15 @@ def reconcile_fts_working(
 def apply_closures(connection: apsw.Connection, closures: list[Closure]) -> int:
     """Stamp valid_until on rows that are still open; return how many were closed."""
 
-    def close(conn: apsw.Connection, batch: list[Closure]) -> int:
-        closed = 0
-        for closure in batch:
-            conn.execute(
-                f'UPDATE "{closure.table}" SET valid_until = ? WHERE id = ? AND valid_until IS NULL',
-                (closure.valid_until, closure.row_id),
-            )
-            closed += conn.changes()
-        return closed
+    def close(conn: apsw.Connection, closure: Closure) -> int:
+        conn.execute(
+            f'UPDATE "{closure.table}" SET valid_until = ? WHERE id = ? AND valid_until IS NULL',
+            (closure.valid_until, closure.row_id),
+        )
+        return conn.changes()
 
-    return sum(
-        transactions.write_batch(connection, lambda conn, batch=batch: close(conn, batch))
-        for batch in transactions.batched(closures, BATCH_SIZE)
-    )
+    # Transactions sized by time (database.transactions), each closure re-checked inside its own.
+    return sum(transactions.write_items(connection, closures, close, label="closures"))
 
 
 def reembed_working_rows(
@@ -152,7 +152,7 @@ def reembed_working_rows(
                     written += conn.changes()
                 return written
 
-            stored += transactions.write_batch(connection, store)
+            stored += transactions.write_batch(connection, store, label="embeddings")
         advance(len(batch))
     return stored, None
 
@@ -184,7 +184,7 @@ def optimize(
         try:
             while steps < max_steps:
                 steps += 1
-                if transactions.write_batch(connection, merge) < 2:
+                if transactions.write_batch(connection, merge, label=f"{table} merge") < 2:
                     break
             merges[table] = steps
         except apsw.BusyError:  # merging is an optimisation; a busy agent wins

@@ -3,21 +3,29 @@
 This package is where the application is put together: the runner of ``mnemo_ops.core`` gets the
 job's function, the pre-write checkpoint of ``mnemo_ops.checkpoints`` and the monitoring hooks, so
 the core never imports a job or a domain package. Commands call `run_job` here.
+
+Preflight: `database.versions.preflight` refuses (exit 2) a job that uses Mnemosyne when the
+installed Mnemosyne must not open the database (a newer one wrote it, or this one would upgrade its
+schema beside the live agent), before the lock's holder writes anything.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from mnemo_ops import monitoring
 from mnemo_ops.checkpoints import pre_write
 from mnemo_ops.core import runner
+from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.manifests import load_manifests
-from mnemo_ops.core.results import JobResult
+from mnemo_ops.core.results import JobResult, Severity
+from mnemo_ops.database import transactions, versions
+from mnemo_ops.disk import reserve
 from mnemo_ops.guard.recall_guard import RecallGuard
 from mnemo_ops.settings import JOB_NAMES, Settings
 
@@ -25,7 +33,38 @@ HOOKS = runner.RunHooks(
     checkpoint=pre_write.take_for_job,
     monitors=monitoring.HOOKS,
     guards={"recall": RecallGuard()},
+    # The Mnemosyne line is checked first; then a job that writes the database does not start below
+    # the agent's free-space reserve.
+    preflight=(versions.preflight, reserve.preflight),
 )
+
+
+def metered(job: Callable[[JobContext], Any]) -> Callable[[JobContext], Any]:
+    """`job` with every write transaction on the memory DB timed (``database.transactions``).
+
+    The run gets the ``transactions`` settings (target, bound, the agent's share), and its result
+    ``stats.transactions`` (so the ledger row too) holds the count, the longest transaction and the
+    pauses; a transaction past the bound is a warning, since a long one can cost the live agent
+    every write until it restarts.
+    """
+
+    def run(ctx: JobContext) -> Any:
+        policy = transactions.Policy.from_settings(ctx.settings)
+        with transactions.metered(policy) as meter:
+            try:
+                return job(ctx)
+            finally:
+                ctx.result.stats["transactions"] = meter.to_stats()
+                if meter.over_bound:
+                    ctx.warn(
+                        "write-transaction-long",
+                        f"{meter.over_bound} write transaction(s) held the database longer than "
+                        f"{policy.max_s * 1000:.0f} ms (longest {meter.longest_s * 1000:.0f} ms, "
+                        f"{meter.longest_label or 'unlabelled'}); the live agent may have waited",
+                        severity=Severity.WARNING,
+                    )
+
+    return run
 
 
 def is_implemented(job: str) -> bool:
@@ -66,7 +105,7 @@ def run_job(
     return runner.run_job(
         settings,
         name,
-        module.run,
+        metered(module.run),
         dry_run=dry_run,
         force=force,
         wait_s=wait_s,

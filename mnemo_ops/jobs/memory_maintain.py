@@ -1,11 +1,13 @@
 """memory-maintain: the canonical promotion backstop, then orphan linking (DESIGN section 4).
 
 Options: the ``memory_maintain`` section of the settings schema (``k``, ``min_score``,
-``max_rows_per_run``, ``batch_size``), also as ``--option KEY=VALUE`` for one run.
+``max_rows_per_run``, ``batch_size``, ``match_budget``), also as ``--option KEY=VALUE`` for one run.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import datetime, timedelta
 from typing import Any
 
 from mnemo_ops import database
@@ -25,47 +27,96 @@ def link_options(ctx: JobContext) -> orphans.LinkOptions:
         min_score=ctx.options["min_score"],
         max_rows=ctx.options["max_rows_per_run"],
         batch_size=ctx.options["batch_size"],
+        match_budget=ctx.options["match_budget"] or None,
     )
 
 
-def _read_cursor(ctx: JobContext) -> str:
+@dataclasses.dataclass
+class LinkState:
+    """Where linking stands for this database (state.db ``memory_maintain_cursor``).
+
+    - `last_id`: inside a full round, the id after which the next run resumes ("" : no round open);
+    - `high_water`: the highest working rowid covered by completed work; incremental passes start
+      after it (None: no round completed yet);
+    - `full_round_at`: when the last full round started (ISO UTC);
+    - `round_mark`: the highest rowid when the open full round started (its high water once done);
+    - `backstop_mark`, `backstop_full_at`: the same for the canonical backstop (the rowid its last
+      pass covered, and when its last full pass ran).
+    """
+
+    last_id: str = ""
+    high_water: int | None = None
+    full_round_at: str | None = None
+    round_mark: int | None = None
+    backstop_mark: int | None = None
+    backstop_full_at: str | None = None
+
+
+def _integer(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _read_state(ctx: JobContext) -> LinkState:
     state = ctx.open_state()
     if state is None:
-        return ""
+        return LinkState()
     try:
         if CURSOR_TABLE not in state.table_names():
-            return ""
+            return LinkState()
         rows = list(
-            state.query(
-                f"SELECT last_id FROM {CURSOR_TABLE} WHERE db = ?", [str(ctx.settings.db_path)]
-            )
+            state.query(f"SELECT * FROM {CURSOR_TABLE} WHERE db = ?", [str(ctx.settings.db_path)])
         )
-        return rows[0]["last_id"] if rows else ""
+        if not rows:
+            return LinkState()
+        row = rows[0]
+        return LinkState(
+            last_id=row.get("last_id") or "",
+            high_water=_integer(row.get("high_water")),
+            full_round_at=row.get("full_round_at"),
+            round_mark=_integer(row.get("round_mark")),
+            backstop_mark=_integer(row.get("backstop_mark")),
+            backstop_full_at=row.get("backstop_full_at"),
+        )
     finally:
         state.close()
 
 
-def _cursor_writer(ctx: JobContext):
-    """A function saving the cursor to state.db after each committed batch (real runs only)."""
+def _state_writer(ctx: JobContext):
+    """A function saving the link state to state.db after each committed batch (real runs only)."""
     state = ctx.open_state()
-    state[CURSOR_TABLE].create(
-        {"db": str, "last_id": str, "updated_at": str}, pk="db", if_not_exists=True
-    )
+    columns = {"db": str, "last_id": str, "updated_at": str, "high_water": int}
+    columns.update({"full_round_at": str, "round_mark": int})
+    columns.update({"backstop_mark": int, "backstop_full_at": str})
+    table = state[CURSOR_TABLE]
+    table.create(columns, pk="db", if_not_exists=True)
+    for name, kind in columns.items():  # a table from an earlier version gains the new columns
+        if name not in table.columns_dict:
+            table.add_column(name, kind)
 
-    def save(cursor: str) -> None:
-        state[CURSOR_TABLE].upsert(
-            {
-                "db": str(ctx.settings.db_path),
-                "last_id": cursor,
-                "updated_at": isoformat(utc_now()),
-            },
-            pk="db",
-        )
+    def save(link_state: LinkState) -> None:
+        record = dataclasses.asdict(link_state)
+        record.update({"db": str(ctx.settings.db_path), "updated_at": isoformat(utc_now())})
+        table.upsert(record, pk="db")
 
     return state, save
 
 
-def _owner(ctx: JobContext, connection) -> str:
+def _older_than_a_round(ctx: JobContext, stamp: str | None) -> bool:
+    days = ctx.options["full_round_days"]
+    if days == 0 or stamp is None:
+        return True
+    return utc_now() - datetime.fromisoformat(stamp) >= timedelta(days=days)
+
+
+def _full_round_due(ctx: JobContext, link_state: LinkState) -> bool:
+    """A full round when none completed yet, one is open, or the last started too long ago."""
+    if link_state.high_water is None or link_state.last_id:
+        return True
+    return _older_than_a_round(ctx, link_state.full_round_at)
+
+
+def _owner(ctx: JobContext, connection) -> tuple[str, bool]:
+    """The lineages' owner, and whether the installed trigger is complete and current."""
     installed = trigger.status(connection)
     if not installed.installed:
         ctx.warn(
@@ -74,7 +125,7 @@ def _owner(ctx: JobContext, connection) -> str:
             severity="info",
             fix="mnemo-ops trigger install",
         )
-        return ctx.settings.owner
+        return ctx.settings.owner, False
     if not installed.up_to_date:
         ctx.warn(
             "canonical-trigger-outdated",
@@ -82,14 +133,30 @@ def _owner(ctx: JobContext, connection) -> str:
             f"(current {trigger.TRIGGER_VERSION})",
             fix="mnemo-ops trigger install",
         )
-    return installed.owner or ctx.settings.owner
+    return installed.owner or ctx.settings.owner, installed.up_to_date
 
 
-def _backstop(ctx: JobContext, connection, batch_size: int) -> None:
-    owner = _owner(ctx, connection)
+def _backstop(ctx: JobContext, connection) -> None:
+    owner, trigger_current = _owner(ctx, connection)
     now = local_timestamp()
-    plan = backstop.plan(connection, owner, now)
-    ctx.result.stats["canonical"] = {"owner": owner, **plan.to_stats()}
+    link_state = _read_state(ctx)
+    mark = orphans.highest_rowid(connection)
+    # With a current trigger, what it cannot see is only what came before it and closures by time:
+    # a full pass every full_round_days finds those; the runs between look at new rows only, so a
+    # run with nothing new costs nothing whatever the size (without the trigger: always full).
+    incremental = (
+        trigger_current
+        and link_state.backstop_mark is not None
+        and not _older_than_a_round(ctx, link_state.backstop_full_at)
+    )
+    plan = backstop.plan(
+        connection, owner, now, after_rowid=link_state.backstop_mark if incremental else None
+    )
+    ctx.result.stats["canonical"] = {
+        "owner": owner,
+        "mode": "incremental" if incremental else "full",
+        **plan.to_stats(),
+    }
     if plan.slot_taken:
         ctx.warn(
             "canonical-slot-taken",
@@ -103,9 +170,20 @@ def _backstop(ctx: JobContext, connection, batch_size: int) -> None:
         return
     if plan.close or plan.promote:
         ctx.before_write()
-    closed, promoted = backstop.apply(connection, owner, plan, now, batch_size=batch_size)
+    closed, promoted = backstop.apply(connection, owner, plan, now)
     ctx.count("canonical_closed", closed)
     ctx.count("canonical_promoted", promoted)
+    # Only a pass with the trigger in place may start the incremental ones (the mark says that
+    # every row up to it has been seen by the trigger or by this backstop).
+    state, save = _state_writer(ctx)
+    try:
+        fresh = _read_state(ctx)
+        fresh.backstop_mark = mark if trigger_current else None
+        if not incremental:
+            fresh.backstop_full_at = isoformat(utc_now())
+        save(fresh)
+    finally:
+        state.close()
 
 
 def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:
@@ -117,27 +195,53 @@ def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:
             severity="warning",
         )
         return
-    start_after = _read_cursor(ctx)
+    link_state = _read_state(ctx)
+    full = _full_round_due(ctx, link_state)
+    resumed_after = (link_state.last_id if full else None) or None
+    now = local_timestamp()
+    # The mark is read before the pass: rows added while it runs are the next pass's.
+    mark = orphans.highest_rowid(connection)
+    if full and not link_state.last_id:  # a new full round starts here
+        link_state.round_mark, link_state.full_round_at = mark, isoformat(utc_now())
     state = save = None
     if not ctx.dry_run:
-        state, save = _cursor_writer(ctx)
+        state, save = _state_writer(ctx)
+
+    def after_commit(totals: orphans.LinkTotals) -> None:
+        if full:
+            link_state.last_id = totals.cursor
+        else:
+            link_state.high_water = totals.last_rowid
+        save(link_state)
+
     try:
-        found = orphans.count_orphans(connection, local_timestamp())
+        after_rowid = None if full else link_state.high_water
+        found = orphans.count_orphans(connection, now, after_rowid)
         with ctx.progress.bar("linking orphan memories", total=min(found, options.max_rows)) as bar:
             totals = orphans.link_orphans(
                 orphans.LinkRun(
                     connection=connection,
                     options=options,
                     dry_run=ctx.dry_run,
-                    start_after=start_after,
+                    start_after=link_state.last_id if full else "",
                     before_write=ctx.before_write,
-                    after_commit=save,
+                    after_commit=after_commit if save is not None else None,
                     progress=bar,
                     orphans_found=found,
+                    after_rowid=after_rowid,
                 )
             )
+        if totals.completed_round:
+            link_state.last_id = ""
+            link_state.high_water = (
+                max(link_state.round_mark or 0, link_state.high_water or 0) if full else mark
+            )
+        elif full:
+            link_state.last_id = totals.cursor
+        else:
+            link_state.high_water = totals.last_rowid
         if save is not None:
-            save(totals.cursor)
+            save(link_state)
     finally:
         if state is not None:
             state.close()
@@ -145,10 +249,13 @@ def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:
     stats: dict[str, Any] = totals.to_stats()
     stats.update(
         {
+            "mode": "full" if full else "incremental",
             "k": options.k,
             "min_score": options.min_score,
             "max_rows": options.max_rows,
-            "resumed_after": start_after or None,
+            "match_budget": options.match_budget,
+            "resumed_after": resumed_after,
+            "high_water": link_state.high_water,
         }
     )
     ctx.result.stats["linking"] = stats
@@ -165,7 +272,7 @@ def run(ctx: JobContext) -> JobResult:
     options = link_options(ctx)
     connection = ctx.open_db()
     try:
-        _backstop(ctx, connection, options.batch_size)
+        _backstop(ctx, connection)
         _link(ctx, connection, options)
     finally:
         connection.close()

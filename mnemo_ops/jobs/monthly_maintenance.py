@@ -11,6 +11,8 @@ A dry run reports the same findings and the same change counts, and changes noth
 from __future__ import annotations
 
 import re
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -20,6 +22,8 @@ from mnemo_ops.checkpoints.catalog import newest_verified_checkpoint, restore_co
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.errors import DatabaseError, MnemoOpsError
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.database import snapshot
+from mnemo_ops.disk import reserve
 from mnemo_ops.integrity import checks, repairs
 from mnemo_ops.integrity.embedding import load_embedder
 
@@ -67,17 +71,28 @@ def _rebuilds_from_integrity_lines(lines: list[str], fts_tables: list[str]) -> l
     return [table for table in fts_tables if table in named]
 
 
-def _open_checker(ctx: JobContext) -> apsw.Connection | None:
-    """A writable connection for FTS5's integrity-check (an INSERT that is always rolled back).
+def _open_checker(ctx: JobContext, workspace: Path) -> apsw.Connection | None:
+    """A writable connection for FTS5's integrity-check, on a private snapshot copy in `workspace`.
 
-    It never checkpoints on close, so even in a dry run the database file and its WAL stay as they were.
-    None when the file cannot be opened for writing (that check is then skipped, with a note).
+    The check is an INSERT command (always rolled back) and so holds the write lock for as long as
+    it reads the whole index: 0.7 s at 100k rows, seconds at 1M, longer than the live agent may be
+    kept waiting (its 5 s busy timeout, and our 250 ms bound). On a copy made inside one read
+    snapshot it blocks no one, and its verdict is the snapshot's; a damaged index is then rebuilt in
+    the live file. The copy is skipped (the check too, with a note) when it would eat into the free
+    space kept for the agent. None when no copy can be made.
     """
+    if reserve.same_filesystem(workspace, ctx.settings.db_path.parent):
+        space = reserve.free_space(
+            ctx.settings, workspace, needed=reserve.database_bytes(ctx.settings)
+        )
+        if not space.enough:
+            return None
+    copy = workspace / "fts-check.db"
     try:
-        connection = database.connect(ctx.settings.db_path, readonly=False)
-    except DatabaseError:
+        snapshot.copy_snapshot(ctx.settings.db_path, copy)
+        connection = database.connect(copy, readonly=False)
+    except (DatabaseError, apsw.Error, OSError):
         return None
-    connection.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
     return connection
 
 
@@ -88,12 +103,13 @@ def audit_database(
     integrity_fts_lines: list[str],
 ) -> checks.Audit:
     """Run the read-only audit and decide the vector repair (a model is looked for only when needed)."""
-    checker = _open_checker(ctx)
-    try:
-        audit = checks.run_audit(connection, checker, options, ctx.dry_run)
-    finally:
-        if checker is not None:
-            checker.close()
+    with tempfile.TemporaryDirectory(prefix="mnemo-ops-fts-check-") as workspace:
+        checker = _open_checker(ctx, Path(workspace))
+        try:
+            audit = checks.run_audit(connection, checker, options, ctx.dry_run)
+        finally:
+            if checker is not None:
+                checker.close()
     for table in _rebuilds_from_integrity_lines(integrity_fts_lines, _fts_tables(connection)):
         if table not in audit.rebuild_tables:
             audit.rebuild_tables.append(table)

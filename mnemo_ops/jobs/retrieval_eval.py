@@ -55,6 +55,17 @@ def _stats(evaluation: Evaluation) -> dict[str, Any]:
         "per_category": evaluation.per_category,
         "regressions": [],
         "metric_drops": [],
+        # Each case's outcome, in the form of a baseline's cases, so ``eval compare`` can set a run
+        # (``eval run --json > run.json``) beside a baseline or another run, case by case.
+        "case_results": {
+            outcome.case.id: {
+                "rank": outcome.score.hit_rank,
+                "passed": outcome.score.passed,
+                "category": outcome.case.category,
+                "query": outcome.case.query,
+            }
+            for outcome in evaluation.outcomes
+        },
     }
 
 

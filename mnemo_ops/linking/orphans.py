@@ -12,7 +12,11 @@ other document holds, rarest first, common terms dropped), bm25-ranked in ``fts_
 same query (a relative floor, so it means the same whatever the size of the index).
 
 Rows are visited in id order, from where the last run stopped (a cursor in state.db) round to
-where it started, at most ``max_rows`` per run. Each row's decision depends only on the index and
+where it started, at most ``max_rows`` per run: a full round. After a completed round the job runs
+incremental passes (``new_orphan_batches``): only rows added since (a rowid mark in state.db), in
+rowid order, so a run with little new costs little whatever the size; a full round comes again
+every ``full_round_days`` (rows left unmatched are tried again, as the index has grown).
+Each row's decision depends only on the index and
 on the edges made before it in that order, so a run killed at any point, then run again, ends in the
 same state as one uninterrupted run; the cursor only saves repeated work.
 """
@@ -62,6 +66,8 @@ class LinkOptions:
     min_score: float = 0.3
     max_rows: int = 20000
     batch_size: int = 500
+    match_budget: int | None = 400
+    """FTS matches scored per row at most (None: every match, the exact linker)."""
 
 
 @dataclasses.dataclass
@@ -85,10 +91,15 @@ class LinkTotals:
     edges_created: int = 0
     completed_round: bool = False
     cursor: str = ""
+    last_rowid: int | None = None  # incremental pass: the rowid of the last row examined
 
     def to_stats(self) -> dict[str, Any]:
         """The stats block of the job result."""
-        return {name: value for name, value in dataclasses.asdict(self).items() if name != "cursor"}
+        return {
+            name: value
+            for name, value in dataclasses.asdict(self).items()
+            if name not in ("cursor", "last_rowid")
+        }
 
 
 class CombinedVocabulary:
@@ -156,6 +167,32 @@ class Matcher:
             terms.update(dict.fromkeys(tokens(content)))
         self.vocabulary.document_frequency(terms)
 
+    def plan_query(self, content: str) -> tuple[list[str], bool]:
+        """The row's query terms, and whether its matches must be a bounded candidate scan.
+
+        The cost of a row is the number of documents its query matches: bm25 is computed for every
+        one. With a `match_budget`, the rarest salient terms are kept while their combined document
+        frequency stays within it, so the matches scored per row do not grow with the table. When
+        even the rarest term is held by more documents than the budget (every term is common), the
+        row's matches are a bounded candidate scan instead: the `match_budget` most recent documents
+        matching its terms, ranked among themselves.
+        """
+        terms = self.terms_for(content)
+        budget = self.options.match_budget
+        if budget is None or not terms:
+            return terms, False
+        frequencies = self.vocabulary.document_frequency(terms)
+        chosen: list[str] = []
+        total = 0
+        for term in terms:  # rarest first
+            if total + frequencies[term] > budget:
+                break
+            chosen.append(term)
+            total += frequencies[term]
+        if chosen:
+            return chosen, False
+        return terms, True
+
     def terms_for(self, content: str) -> list[str]:
         """The row's salient terms: held by another memory, not common, rarest first."""
         share = min(
@@ -199,6 +236,23 @@ class Matcher:
             {"query": query, "limit": limit, "now": self.now},
         ).fetchall()
 
+    def _scanned_episodes(self, query: str) -> list[tuple[str, float, int]]:
+        if not self.has_episodes:
+            return []
+        ranked = self._scan("fts_episodes", "rowid", query)[: self.fetch * 8]
+        if not ranked:
+            return []
+        rowids = [rowid for rowid, _ in ranked]
+        rows = {
+            rowid: (episode_id, live)
+            for rowid, episode_id, live in self.connection.execute(
+                "SELECT rowid, id, superseded_by IS NULL AND (valid_until IS NULL OR valid_until > ?) "
+                f"FROM episodic_memory WHERE rowid IN ({','.join('?' * len(rowids))})",
+                [self.now, *rowids],
+            ).fetchall()
+        }
+        return [(rows[rowid][0], score, rows[rowid][1]) for rowid, score in ranked if rowid in rows]
+
     def _episode_hits(self, query: str, limit: int) -> list[tuple[str, float, int]]:
         if not self.has_episodes:
             return []
@@ -210,6 +264,16 @@ class Matcher:
             "JOIN episodic_memory e ON e.rowid = h.rowid ORDER BY h.score, e.id",
             {"query": query, "limit": limit, "now": self.now},
         ).fetchall()
+
+    def _scan(self, table: str, key: str, query: str) -> list[tuple[Any, float]]:
+        # The bounded candidate scan: FTS5 walks the matches in rowid order from the newest and
+        # stops after the budget; bm25 is computed only for the rows it returns. Ranked here.
+        hits = self.connection.execute(
+            f"SELECT {key}, bm25({table}) FROM {table} WHERE {table} MATCH :query "
+            "ORDER BY rowid DESC LIMIT :limit",
+            {"query": query, "limit": self.options.match_budget},
+        ).fetchall()
+        return sorted(hits, key=lambda hit: (hit[1], hit[0]))
 
     def _working_ranked(self, query: str, limit: int) -> list[tuple[str, float]]:
         # (id, score) of the top hits, live or not (`_working_hits` without the liveness join).
@@ -247,21 +311,29 @@ class Matcher:
         """
         searches = []
         for row_id, content in rows:
-            terms = self.terms_for(content)
+            terms, scan = self.plan_query(content)
             # Each index is queried only for the terms it holds (cached counts): a term no document
             # of an index holds matches nothing there and adds exactly 0.0 to every bm25 score, so
             # the hits and scores are the same, but FTS5 no longer looks it up in every segment (and
             # computes its IDF) for nothing. An index holding none of the terms is not queried.
             working_query = self._query_in(self.working_vocabulary, terms)
             episode_query = self._query_in(self.episode_vocabulary, terms)
-            working = self._working_ranked(working_query, self.fetch) if working_query else []
-            episodes = self._episode_hits(episode_query, self.fetch) if episode_query else []
-            searches.append((row_id, working_query, episode_query, working, episodes))
-        live = self._live_working({hit_id for *_, working, _ in searches for hit_id, _ in working})
+            if scan:
+                working = self._scan("fts_working", "id", working_query) if working_query else []
+                episodes = self._scanned_episodes(episode_query) if episode_query else []
+                working = working[: self.fetch * 8]
+            else:
+                working = self._working_ranked(working_query, self.fetch) if working_query else []
+                episodes = self._episode_hits(episode_query, self.fetch) if episode_query else []
+            searches.append((row_id, working_query, episode_query, working, episodes, scan))
+        live = self._live_working(
+            {hit_id for *_, working, _, _ in searches for hit_id, _ in working}
+        )
         results = []
-        for row_id, working_query, episode_query, working, episodes in searches:
+        for row_id, working_query, episode_query, working, episodes, scan in searches:
             hits = [(hit_id, score, live.get(hit_id, 0)) for hit_id, score in working]
-            chosen = self._choose(row_id, hits, episodes, crowded_at=self.fetch)
+            # A scan already holds every candidate it may look at: nothing deeper to fetch.
+            chosen = self._choose(row_id, hits, episodes, crowded_at=None if scan else self.fetch)
             if chosen is None:
                 # Dead rows filled the fetched hits and crowded live ones out: fetch deeper (once).
                 limit = self.fetch * 8
@@ -312,15 +384,61 @@ def edge_weight(rank: int) -> float:
     return max(0.1, 1.0 - 0.2 * rank)
 
 
-def count_orphans(connection: apsw.Connection, now: str) -> int:
-    """Live working rows with no edge at either end."""
+def count_orphans(connection: apsw.Connection, now: str, after_rowid: int | None = None) -> int:
+    """Live working rows with no edge at either end (only those past `after_rowid`, when given)."""
     return connection.execute(
         "SELECT count(*) FROM working_memory w "
-        "WHERE w.superseded_by IS NULL AND (w.valid_until IS NULL OR w.valid_until > :now) "
+        "WHERE w.rowid > :after AND w.superseded_by IS NULL "
+        "AND (w.valid_until IS NULL OR w.valid_until > :now) "
         "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.source = w.id) "
         "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.target = w.id)",
-        {"now": now},
+        {"now": now, "after": after_rowid if after_rowid is not None else -(2**63)},
     ).fetchall()[0][0]
+
+
+def highest_rowid(connection: apsw.Connection) -> int:
+    """The highest rowid of working_memory (0 when empty): where an incremental pass starts next."""
+    return connection.execute("SELECT coalesce(max(rowid), 0) FROM working_memory").fetchone()[0]
+
+
+_NEW_ORPHANS = (
+    "SELECT w.rowid, w.id, w.content FROM working_memory w "
+    "WHERE w.rowid > :after AND w.superseded_by IS NULL "
+    "AND (w.valid_until IS NULL OR w.valid_until > :now) "
+    "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.source = w.id) "
+    "AND NOT EXISTS (SELECT 1 FROM graph_edges e WHERE e.target = w.id) "
+    "ORDER BY w.rowid LIMIT :limit"
+)
+
+
+def new_orphan_batches(
+    connection: apsw.Connection,
+    now: str,
+    after_rowid: int,
+    batch_size: int,
+    skip: set[str],
+    rowids: dict[str, int],
+) -> Iterator[list[tuple[str, str]]]:
+    """The incremental pass: orphans among rows added after `after_rowid`, in rowid order.
+
+    A rowid range is a seek, so the cost is that of the new rows only, whatever the table's size.
+    Each row's rowid is put into `rowids` (the caller records how far it got).
+    """
+    after = after_rowid
+    while True:
+        rows = connection.execute(
+            _NEW_ORPHANS, {"after": after, "now": now, "limit": batch_size}
+        ).fetchall()
+        if not rows:
+            return
+        after = rows[-1][0]
+        batch = []
+        for rowid, row_id, content in rows:
+            rowids[row_id] = rowid
+            if row_id not in skip:
+                batch.append((row_id, content))
+        if batch:
+            yield batch
 
 
 def orphan_batches(
@@ -404,29 +522,41 @@ class LinkRun:
     dry_run: bool
     start_after: str = ""
     before_write: Any = None  # called once, right before the first write
-    after_commit: Any = None  # called with the cursor after each committed batch
+    after_commit: Any = None  # called with the totals so far after each committed batch
     progress: Any = None  # an object with advance(n)
     orphans_found: int | None = None  # when the caller has counted them already
+    after_rowid: int | None = None  # set: the incremental pass over rows added after this rowid
 
 
 def link_orphans(run: LinkRun) -> LinkTotals:
     """Link orphans in id order from `run.start_after`, at most `options.max_rows`; return the totals.
 
     A dry run decides every row exactly as the real run would, holding the edges it would make in
-    memory so later rows see them; the real run writes each batch in one BEGIN IMMEDIATE transaction
-    (its decisions made inside it, so a concurrent writer's edges are respected).
+    memory so later rows see them; the real run writes each batch in BEGIN IMMEDIATE transactions
+    sized by time (``transactions.write_items``), each row decided inside one, so a concurrent
+    writer's edges are respected.
     """
     now = local_timestamp()
     connection, options = run.connection, run.options
-    found = run.orphans_found if run.orphans_found is not None else count_orphans(connection, now)
-    totals = LinkTotals(orphans_found=found, cursor=run.start_after)
+    found = (
+        run.orphans_found
+        if run.orphans_found is not None
+        else count_orphans(connection, now, run.after_rowid)
+    )
+    totals = LinkTotals(orphans_found=found, cursor=run.start_after, last_rowid=run.after_rowid)
     matcher = Matcher(connection, options, now)
     planned = PlannedEdges()  # dry run: every edge decided so far
     unmatched: set[str] = set()  # examined without a match and still without an edge
     cap_reached = False
-    for batch in orphan_batches(
-        connection, now, run.start_after, options.batch_size, planned.nodes
-    ):
+    rowids: dict[str, int] = {}
+    batches = (
+        orphan_batches(connection, now, run.start_after, options.batch_size, planned.nodes)
+        if run.after_rowid is None
+        else new_orphan_batches(
+            connection, now, run.after_rowid, options.batch_size, planned.nodes, rowids
+        )
+    )
+    for batch in batches:
         remaining = options.max_rows - totals.orphans_examined
         if remaining <= 0:
             cap_reached = True
@@ -443,8 +573,9 @@ def link_orphans(run: LinkRun) -> LinkTotals:
         else:
             if any(matches for _, matches in matched) and run.before_write is not None:
                 run.before_write()
-            outcomes = transactions.write_batch(
-                connection, lambda conn, matched=matched: _apply(conn, matched)
+            # Written in transactions sized by time (each row decided inside one), not per batch.
+            outcomes = transactions.write_items(
+                connection, matched, _apply_row, label="orphan linking"
             )
         for (row_id, _), (outcome, edges) in zip(batch, outcomes):
             totals.orphans_examined += 1
@@ -461,8 +592,10 @@ def link_orphans(run: LinkRun) -> LinkTotals:
                     unmatched.discard(target)
                     totals.orphans_matched_later += 1
         totals.cursor = batch[-1][0]
+        if run.after_rowid is not None:
+            totals.last_rowid = rowids[batch[-1][0]]
         if not run.dry_run and run.after_commit is not None:
-            run.after_commit(totals.cursor)
+            run.after_commit(totals)
         if run.progress is not None:
             run.progress.advance(len(batch))
         if cap_reached:
@@ -481,16 +614,14 @@ def _decide_dry(connection, planned: PlannedEdges, row_id: str, matches: list[Ma
     return outcome, edges
 
 
-def _apply(connection: apsw.Connection, matched: list[tuple[str, list[Match]]]):
-    # Repeatable (write_batch may rerun it after a busy rollback): all state is local.
-    batch_edges = PlannedEdges()
-    timestamp = local_timestamp()
-    outcomes = []
-    for row_id, matches in matched:
-        outcome, edges = decide(connection, batch_edges, row_id, matches)
-        if edges:
-            insert_edges(connection, edges, timestamp)
-            for source, target, _ in edges:
-                batch_edges.add(source, target)
-        outcomes.append((outcome, edges))
-    return outcomes
+def _apply_row(connection: apsw.Connection, row: tuple[str, list[Match]]):
+    """Decide one row inside the write transaction and insert its edges.
+
+    Repeatable (a busy rollback reruns the transaction): everything it reads is in the database,
+    which also holds the edges the transaction has inserted for earlier rows.
+    """
+    row_id, matches = row
+    outcome, edges = decide(connection, PlannedEdges(), row_id, matches)
+    if edges:
+        insert_edges(connection, edges, local_timestamp())
+    return outcome, edges

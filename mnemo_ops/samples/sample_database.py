@@ -78,16 +78,27 @@ def conversations_file() -> Path:
     return resource_dir("fixtures") / "conversations" / "sample.json"
 
 
-def build_sample(directory: Path) -> SampleLayout:
-    """Build the sample home in `directory` (created if needed; must not already hold a sample)."""
+def build_sample(
+    directory: Path, python: str | Path | None = None, environment: dict[str, str] | None = None
+) -> SampleLayout:
+    """Build the sample home in `directory` (created if needed; must not already hold a sample).
+
+    `python` writes the database with another interpreter's Mnemosyne (tests: a database written by
+    the other Mnemosyne line), which must find mnemo-ops through `environment` (e.g. PYTHONPATH).
+    """
     layout = SampleLayout(Path(directory).absolute())
     if layout.db_path.exists():
         raise FileExistsError(f"a sample database already exists at {layout.db_path}")
     (layout.directory / "home").mkdir(parents=True, exist_ok=True)
     layout.data_dir.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "mnemo_ops.samples.sample_database", str(layout.directory)],
-        env=layout.environ(),
+        [
+            str(python or sys.executable),
+            "-m",
+            "mnemo_ops.samples.sample_database",
+            str(layout.directory),
+        ],
+        env={**layout.environ(), **(environment or {})},
         check=True,
         capture_output=True,
         text=True,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from mnemo_ops.database import versions
 from mnemo_ops.jobs import implemented_jobs
 from tests.conftest import run_cli
 
@@ -62,6 +63,8 @@ def test_help_lists_commands():
         "forgotten",
         "forgotten list",
         "forgotten restore",
+        "eval run",
+        "eval compare",
     ],
 )
 def test_every_command_help_has_an_example(command):
@@ -152,7 +155,8 @@ def test_doctor_json(cli):
     data = json.loads(result.stdout)
     checks = {check["check"]: check for check in data["checks"]}
     assert checks["database"]["status"] == "ok"
-    assert checks["mnemosyne-memory"]["detail"].startswith("3.15")
+    assert checks["mnemosyne-memory"]["detail"].startswith(versions.installed_version())
+    assert checks["mnemosyne compatibility"]["status"] == "ok"
 
 
 def test_doctor_reports_missing_database(tmp_path):

@@ -19,6 +19,18 @@ def test_all_jobs_have_valid_manifests():
     assert manifests["retrieval-eval"].needs_lock is False
     assert manifests["memory-maintain"].needs_lock is True
     assert manifests["memory-maintain"].checkpoint == "before-write"
+    # How each job uses Mnemosyne (the version check's preflight reads it).
+    assert {name: manifest.mnemosyne for name, manifest in manifests.items()} == {
+        "backup": "none",
+        "nightly-selfcare": "none",
+        "memory-maintain": "opens-snapshot",  # the recall guard recalls on copies
+        "evening-batch": "opens-database",
+        "bridge-drain": "opens-database",
+        "retrieval-eval": "opens-snapshot",
+        "monthly-maintenance": "uses-code",
+        "self-reflection": "none",
+        "memory-block-migrate": "none",
+    }
 
 
 def test_next_and_previous_run():
@@ -50,6 +62,11 @@ def test_next_and_previous_run():
         (
             "name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\n",
             "missing key 'timeout'",
+        ),
+        (
+            "name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\n"
+            "timeout: 5\nmnemosyne: sometimes\n",
+            "key 'mnemosyne' must be one of none, opens-database, opens-snapshot, uses-code",
         ),
     ],
 )

@@ -1,12 +1,14 @@
 """Run ``mnemo-ops ARGS`` in this process while another connection takes the real write lock at a chosen moment.
 
-Usage: LOCK_AT=working_memory|memories python drain_under_lock.py ARGS...
+Usage: LOCK_AT=working_memory|memories|transaction python drain_under_lock.py ARGS...
 The first time one of Mnemosyne's connections starts ``INSERT INTO working_memory`` (LOCK_AT=working_memory)
 or ``INSERT OR REPLACE INTO memories`` (LOCK_AT=memories, i.e. after the working_memory row is committed),
-a separate connection (Python's sqlite3, the same library as Mnemosyne's) runs ``BEGIN IMMEDIATE``, so
-that statement waits out its busy timeout and fails with "database is locked" as it would beside a
-live agent; the lock is released when the drain rolls the failed attempt back. Nothing is mocked: the
-trace callback only picks the moment, the lock and the failure are SQLite's.
+or ``BEGIN IMMEDIATE`` (LOCK_AT=transaction: Mnemosyne 4.0 takes the write lock first and writes an item's
+rows in that one transaction), a separate connection (Python's sqlite3, the same library as Mnemosyne's)
+runs ``BEGIN IMMEDIATE``, so that statement waits out its busy timeout and fails with "database is
+locked" as it would beside a live agent; the lock is released at the next statement (the drain rolling
+the failed attempt back, or looking the item up again). Nothing is mocked: the trace callback only
+picks the moment, the lock and the failure are SQLite's.
 """
 
 import os
@@ -17,6 +19,7 @@ import sys
 STATEMENTS = {
     "working_memory": "INSERT INTO working_memory",
     "memories": "INSERT OR REPLACE INTO memories",
+    "transaction": "BEGIN IMMEDIATE",
 }
 
 
@@ -35,7 +38,7 @@ def main() -> None:
             holder.isolation_level = None
             holder.execute("BEGIN IMMEDIATE")
             state["holder"] = holder
-        elif text == "ROLLBACK" and state["holder"] is not None:
+        elif state["holder"] is not None:  # the statement that hit the lock has failed
             state["holder"].execute("ROLLBACK")
             state["holder"].close()
             state["holder"] = None

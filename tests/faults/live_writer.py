@@ -1,9 +1,11 @@
 """A stand-in for the live agent: writes memories through Mnemosyne until told to stop.
 
-Usage: python live_writer.py DB_PATH STOP_FILE REPORT_FILE
-Writes one memory every few milliseconds through ``Mnemosyne.remember`` (the agent's own code path,
-Python's sqlite3 with Mnemosyne's 5 s busy timeout) and, when STOP_FILE appears, writes a JSON report:
-how many writes succeeded, which ids, and every error message.
+Usage: python live_writer.py DB_PATH STOP_FILE REPORT_FILE [INTERVAL_S]
+Writes one memory every INTERVAL_S seconds (default 0.005; 0.02 is the Hermes plugin's 50 writes/s)
+through ``Mnemosyne.remember`` (the agent's own code path, Python's sqlite3 with Mnemosyne's 5 s busy
+timeout) and, when STOP_FILE appears, writes a JSON report: how many writes succeeded, which ids,
+every error message, and the latency of every write in milliseconds. Every fourth write is a
+user-stated fact of importance 0.8, the kind the canonical promotion trigger promotes.
 """
 
 import collections
@@ -17,6 +19,7 @@ from pathlib import Path
 def main() -> None:
     """Write until the stop file appears, then report."""
     db_path, stop_file, report_file = (Path(arg) for arg in sys.argv[1:4])
+    interval_s = float(sys.argv[4]) if len(sys.argv) > 4 else 0.005
     from mnemosyne.core.memory import Mnemosyne
 
     memory = Mnemosyne(session_id="live-agent", db_path=db_path)
@@ -28,20 +31,24 @@ def main() -> None:
     memory.conn.set_trace_callback(
         lambda sql: recent.append("legacy: " + " ".join(sql.split())[:100])
     )
-    written, errors, details, number = [], [], [], 0
+    written, errors, details, latencies_ms, error_times, number = [], [], [], [], [], 0
     Path(f"{report_file}.started").write_text("1")
     while not stop_file.exists():
         number += 1
+        fact = number % 4 == 0
+        started = time.perf_counter()
         try:
             memory_id = memory.remember(
                 f"live agent note number {number} about the garden and the server",
-                source="conversation",
-                importance=0.3,
+                source="user" if fact else "conversation",
+                importance=0.8 if fact else 0.3,
+                veracity="stated" if fact else "unknown",
             )
             if memory_id:
                 written.append(memory_id)
         except Exception as error:  # the point of the test: record, never hide
             errors.append(f"{type(error).__name__}: {error}")
+            error_times.append(time.time())
             if len(details) < 3:
                 details.append(
                     {
@@ -50,8 +57,20 @@ def main() -> None:
                         "statements": list(recent),
                     }
                 )
-        time.sleep(0.005)
-    report_file.write_text(json.dumps({"written": written, "errors": errors, "details": details}))
+        elapsed = time.perf_counter() - started
+        latencies_ms.append(round(elapsed * 1000, 3))
+        time.sleep(max(0.0, interval_s - elapsed) if interval_s >= 0.02 else interval_s)
+    report_file.write_text(
+        json.dumps(
+            {
+                "written": written,
+                "errors": errors,
+                "details": details,
+                "latencies_ms": latencies_ms,
+                "error_times": error_times,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

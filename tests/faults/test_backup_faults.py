@@ -18,6 +18,10 @@ import pytest
 from mnemo_ops.checkpoints import catalog
 from mnemo_ops.checkpoints.sqlite_copy import copy_in_one_snapshot, integrity_check
 
+# Slow, and about mnemo-ops' own file handling rather than Mnemosyne's behaviour: CI runs it on one
+# Mnemosyne line only (the "slow" marker, pyproject.toml).
+pytestmark = pytest.mark.slow
+
 WRITER = r"""
 import sqlite3, sys, time
 from pathlib import Path

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from mnemo_ops.database import versions
+
 HELPER = Path(__file__).with_name("drain_under_lock.py")
 
 
@@ -64,10 +66,20 @@ def test_an_older_schema_is_migrated_by_mnemosyne_and_said_so(sample, cli):
 
 @pytest.mark.parametrize("lock_at", ["working_memory", "memories"])
 def test_an_item_that_hits_the_lock_is_retried_exactly_once(sample, lock_at):
+    helper_moment = lock_at
+    if versions.installed_line() != "3.15":
+        # 4.0's remember takes the write lock first (BEGIN IMMEDIATE) and writes the working_memory
+        # row, its legacy row and the rest in that one transaction.
+        if lock_at == "memories":
+            pytest.skip(
+                f"Mnemosyne {versions.installed_line()} writes an item in one transaction: "
+                "no moment between its working_memory and memories rows"
+            )
+        helper_moment = "transaction"
     environ = sample.environ()
     environ.update(
         {
-            "LOCK_AT": lock_at,
+            "LOCK_AT": helper_moment,
             "MNEMO_OPS_TEST_DB": str(sample.db_path),
             "MNEMOSYNE_BUSY_TIMEOUT_MS": "200",
         }

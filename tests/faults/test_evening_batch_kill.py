@@ -31,6 +31,20 @@ def _state(db_path):
         connection.close()
 
 
+def _progress(db_path):
+    """The two consolidation counts alone: cheap enough to poll every few milliseconds."""
+    connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        consolidated, claimed_open = connection.execute(
+            "SELECT count(consolidated_at), "
+            "count(CASE WHEN consolidated_at IS NULL THEN consolidation_claimed_at END) "
+            "FROM working_memory"
+        ).fetchone()
+    finally:
+        connection.close()
+    return {"consolidated": consolidated, "claimed_open": claimed_open}
+
+
 def _add_old_turns(layout, sessions=40, per_session=60):
     """Old conversation turns (5 days back) so that consolidation takes long enough to be interrupted."""
     moment = (datetime.now() - timedelta(days=5)).isoformat()
@@ -81,20 +95,15 @@ def test_kill_9_mid_evening_batch_then_rerun_completes(sample, sample_template, 
     expected = _state(reference.db_path)["consolidated"]
 
     interrupted = 0
-    for fraction in (0.35, 0.5, 0.65, 0.8):
-        process = _start(sample, config)
-        time.sleep(duration * fraction)
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)  # the job and its Mnemosyne child together
-        process.wait()
+    for _attempt in range(6):
+        if _state(sample.db_path)["consolidated"] == expected:
+            break
+        if _kill_once_it_writes(_start(sample, config), sample.db_path, expected, duration * 3):
+            interrupted += 1
         middle = _state(sample.db_path)
         assert middle["integrity"] == "ok"
         assert middle["working"] == before["working"]  # nothing lost, whatever the moment
         assert middle["fts"] == middle["working"]
-        if 0 < middle["consolidated"] < expected or middle["claimed_open"]:
-            interrupted += 1
-        if middle["consolidated"] == expected:
-            break
     time.sleep(1.2)  # let any claim left by a kill go stale
     final = run_cli(sample, "--json", "--config", str(config), "run", "evening-batch")
     assert final.returncode == 0, final.stderr
@@ -107,6 +116,32 @@ def test_kill_9_mid_evening_batch_then_rerun_completes(sample, sample_template, 
     assert interrupted >= 1, "no kill landed mid-consolidation: the test proved nothing"
 
 
+def _kill_once_it_writes(process, db_path, expected, patience):
+    """kill -9 the job the moment the live database shows consolidation under way.
+
+    True when the kill left the work unfinished (fewer than `expected` rows consolidated).
+
+    Watching the file rather than sleeping a fraction of a reference run: the recall guard first runs
+    the batch on a trial copy, so a timed kill mostly lands in the trial, never in the live writes.
+    """
+    start = _progress(db_path)
+    deadline = time.monotonic() + patience
+    while process.poll() is None and time.monotonic() < deadline:
+        now = _progress(db_path)
+        if (
+            now["consolidated"] != start["consolidated"]
+            or now["claimed_open"] > start["claimed_open"]
+        ):
+            os.killpg(process.pid, signal.SIGKILL)  # the job and its Mnemosyne child together
+            process.wait()
+            return _progress(db_path)["consolidated"] < expected
+        time.sleep(0.005)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    return False
+
+
 def sample_template_copy(template, tmp_path):
     """A second private copy of the sample, for the uninterrupted reference run."""
     import shutil
@@ -117,5 +152,6 @@ def sample_template_copy(template, tmp_path):
     shutil.copytree(template.directory, target, symlinks=True)
     layout = SampleLayout(target)
     config = layout.data_dir / "config.yaml"
-    config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
+    if config.exists():  # 3.15 seeds it on the first Mnemosyne(); 4.0 reads it only when present
+        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
     return layout

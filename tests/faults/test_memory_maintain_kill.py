@@ -10,15 +10,21 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from mnemo_ops.samples.synthetic_memories import add_synthetic_memories
 from tests.jobs.test_memory_maintain import (
-    copy_layout,
+    copy_sample,
     current_auto_facts,
     doctor_findings,
     our_edges,
     query,
     run_job,
 )
+
+# Slow, and about mnemo-ops' own file handling rather than Mnemosyne's behaviour: CI runs it on one
+# Mnemosyne line only (the "slow" marker, pyproject.toml).
+pytestmark = pytest.mark.slow
 
 JOB_ARGUMENTS = ("--option", "batch_size=20")
 
@@ -35,7 +41,7 @@ def _edge_count(db_path) -> int:
 def test_kill_9_mid_run_then_rerun_converges(sample, tmp_path):
     add_synthetic_memories(sample.db_path, 3000, seed=11)
     findings_before = doctor_findings(sample)
-    reference = copy_layout(sample, tmp_path / "reference")
+    reference = copy_sample(sample, tmp_path / "reference")
     uninterrupted = run_job(reference, *JOB_ARGUMENTS)
     total_edges = uninterrupted["changes"]["edges_created"]
     assert total_edges > 1000

@@ -16,6 +16,10 @@ import pytest
 from mnemo_ops.selfcare import quarantine
 from tests.selfcare.helpers import age_file, settings_for
 
+# Slow, and about mnemo-ops' own file handling rather than Mnemosyne's behaviour: CI runs it on one
+# Mnemosyne line only (the "slow" marker, pyproject.toml).
+pytestmark = pytest.mark.slow
+
 FILES = 300
 
 

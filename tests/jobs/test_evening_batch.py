@@ -337,8 +337,38 @@ def test_claims_left_by_a_killed_sleep_are_reclaimed_and_consolidated(sample, sa
     assert orphan["id"] in summarized
 
 
+def _remember_with_regex_kg(sample, session: str, content: str) -> None:
+    """Store `content` through Mnemosyne's own remember, with its regex knowledge-graph writer on.
+
+    3.15 always runs that writer (the sample's "decided ..." turns fill memoria_kg); 4.0 runs it
+    only with MNEMOSYNE_REGEX_KG=1, which 3.15 ignores.
+    """
+    import subprocess
+    import sys
+
+    environ = sample.environ()
+    environ["MNEMOSYNE_REGEX_KG"] = "1"
+    script = (
+        "import sys\n"
+        "from mnemosyne.core.memory import Mnemosyne\n"
+        "Mnemosyne(session_id=sys.argv[2], db_path=sys.argv[1]).remember(sys.argv[3], "
+        "source='conversation', importance=0.5)\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", script, str(sample.db_path), session, content],
+        env=environ,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
 def test_mnemosyne_memoria_dedup_does_not_delete_rows(sample, sample_settings):
-    # Mnemosyne's sleep_all_sessions would DELETE exact duplicate memoria_kg rows; we never delete.
+    # Mnemosyne's sleep_all_sessions (3.15 and 4.0) would DELETE exact duplicate memoria_kg rows; we
+    # never delete. The row to duplicate is written by Mnemosyne itself.
+    _remember_with_regex_kg(
+        sample, "reading-club", "We decided to read a novel about generation ships in January"
+    )
     connection = apsw.Connection(str(sample.db_path))
     with transactions.immediate_transaction(connection):
         connection.execute(

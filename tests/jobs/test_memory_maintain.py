@@ -98,7 +98,7 @@ def current_auto_facts(db_path: Path) -> list[tuple]:
     )
 
 
-def copy_layout(layout: SampleLayout, target: Path) -> SampleLayout:
+def copy_sample(layout: SampleLayout, target: Path) -> SampleLayout:
     """A second, independent copy of a sample home."""
     shutil.copytree(layout.directory, target, symlinks=True)
     return SampleLayout(target)
@@ -125,13 +125,34 @@ def test_dry_run_counts_what_the_real_run_does_and_a_second_run_does_nothing(sam
     )  # the sample's user-stated rows of importance >= 0.7
     assert real["changes"]["edges_created"] == len(our_edges(sample.db_path)) > 0
 
+    # After a completed round the next run is incremental: nothing new, nothing examined.
     second = run_job(sample)
     assert set(second["changes"].values()) == {0}
+    assert second["stats"]["linking"]["mode"] == "incremental"
+    assert second["stats"]["linking"]["orphans_examined"] == 0
+    # A full round (here forced) tries the unmatched rows again, and still changes nothing.
+    full = run_job(sample, "-o", "full_round_days=0")
+    assert set(full["changes"].values()) == {0}
     remaining = orphans(sample.db_path)
-    assert second["stats"]["linking"]["orphans_examined"] == len(remaining)
-    assert second["stats"]["linking"]["orphans_unmatched"] == len(remaining)
+    assert full["stats"]["linking"]["mode"] == "full"
+    assert full["stats"]["linking"]["orphans_examined"] == len(remaining)
+    assert full["stats"]["linking"]["orphans_unmatched"] == len(remaining)
     assert real["stats"]["linking"]["orphans_unmatched"] == len(remaining)
     assert doctor_findings(sample) == findings_before
+
+
+def test_incremental_runs_link_only_new_rows(sample):
+    first = run_job(sample)
+    assert first["stats"]["linking"]["mode"] == "full"
+    add_synthetic_memories(sample.db_path, 120, seed=8)
+    second = run_job(sample)
+    linking = second["stats"]["linking"]
+    assert linking["mode"] == "incremental"
+    assert linking["orphans_found"] == linking["orphans_examined"] == 120
+    assert second["changes"]["edges_created"] > 0
+    third = run_job(sample)
+    assert third["stats"]["linking"]["orphans_examined"] == 0
+    assert set(third["changes"].values()) == {0}
 
 
 def test_edges_follow_mnemosynes_linking_rules(sample):
@@ -212,7 +233,7 @@ def test_backstop_closes_and_promotes_by_the_trigger_rules(sample):
 
 def test_backstop_reaches_the_state_the_trigger_keeps(sample, tmp_path):
     with_trigger = sample
-    without_trigger = copy_layout(sample, tmp_path / "without-trigger")
+    without_trigger = copy_sample(sample, tmp_path / "without-trigger")
     assert run_cli(with_trigger, "trigger", "install", "--owner", "dana").returncode == 0
     _run_scenario(with_trigger)
     _run_scenario(without_trigger)
@@ -236,7 +257,7 @@ def test_backstop_reaches_the_state_the_trigger_keeps(sample, tmp_path):
 
 def test_per_run_cap_resumes_and_ends_where_one_run_ends(sample, tmp_path):
     add_synthetic_memories(sample.db_path, 400, seed=3)
-    reference = copy_layout(sample, tmp_path / "reference")
+    reference = copy_sample(sample, tmp_path / "reference")
     run_job(reference)
 
     results = [run_job(sample, "--option", "max_rows=60", "--option", "batch_size=25")]
@@ -290,3 +311,43 @@ def test_closed_rows_never_become_targets_even_when_they_match_best(sample):
     edges = [edge for edge in our_edges(sample.db_path) if "zq" in edge[0] or "zq" in edge[1]]
     # The orphan first in id order finds the live row beyond the dead ones (fetching deeper).
     assert [edge[:2] for edge in edges] == [("aaazq00000000000", "zzzzq00000000000")]
+
+
+def _insert_stated_fact(db_path: Path, row_id: str) -> None:
+    connection = sqlite3.connect(db_path)
+    with connection:
+        connection.execute(
+            "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance, "
+            "veracity, memory_type) VALUES (?, ?, 'user', '2026-06-01T00:00:00', 's', 0.8, "
+            "'stated', 'fact')",
+            (row_id, f"Dana stated fact {row_id}"),
+        )
+    connection.close()
+
+
+def test_backstop_runs_incrementally_while_the_trigger_is_current(sample):
+    assert run_cli(sample, "trigger", "install").returncode == 0
+    first = run_job(sample)
+    assert first["stats"]["canonical"]["mode"] == "full"
+    second = run_job(sample)
+    assert second["stats"]["canonical"]["mode"] == "incremental"
+    assert set(second["changes"].values()) == {0}
+    # A row written while the trigger was away: the incremental pass still sees it (it is new).
+    assert run_cli(sample, "trigger", "uninstall").returncode == 0
+    _insert_stated_fact(sample.db_path, "feedfacefeedface")
+    assert run_cli(sample, "trigger", "install").returncode == 0
+    third = run_job(sample)
+    assert third["stats"]["canonical"]["mode"] == "incremental"
+    assert third["changes"]["canonical_promoted"] == 1
+    # A full pass is forced with full_round_days=0 and finds nothing more.
+    full = run_job(sample, "-o", "full_round_days=0")
+    assert full["stats"]["canonical"]["mode"] == "full"
+    assert full["changes"]["canonical_promoted"] == 0
+
+
+def test_backstop_is_always_full_without_the_trigger(sample):
+    run_job(sample)
+    _insert_stated_fact(sample.db_path, "beadbeadbeadbead")
+    again = run_job(sample)
+    assert again["stats"]["canonical"]["mode"] == "full"
+    assert again["changes"]["canonical_promoted"] == 1

@@ -13,12 +13,19 @@ unset = whatever the environment says), ``use_associative`` (graph neighbours ap
 ``recall_options`` (keyword arguments of ``recall``, e.g. ``fts_weight``) and
 ``mnemosyne_environment`` (extra ``MNEMOSYNE_*`` variables). Options are also written into the
 snapshot's ``config.yaml``, because Mnemosyne lets that file win over the environment.
+
+``python`` (``eval run --python PATH``) runs the worker under another interpreter, one where an
+upgrade candidate of Mnemosyne is installed and mnemo-ops is not: the worker file is copied into a
+private folder of its own and run by path (its own folder holds nothing that could shadow an import;
+run in place, this folder's ``mnemosyne.py`` would shadow the ``mnemosyne`` package), with
+``PYTHONPATH``/``PYTHONHOME`` removed so that interpreter sees only its own packages.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.core.errors import MnemoOpsError, UsageError
-from mnemo_ops.database.mnemosyne_api import mnemosyne_version
+from mnemo_ops.database import versions
 from mnemo_ops.database.snapshot import snapshot_database
 from mnemo_ops.evaluation.engines.base import Query
 from mnemo_ops.evaluation.metrics import Retrieved
@@ -101,6 +108,7 @@ class MnemosyneEngine:
         environment: dict[str, Any] | None = None,
         timeout_s: float | None = None,
         profile: str = "plain",
+        python: str | Path | None = None,
     ):
         self.db_path = Path(db_path)
         self.profile = profile  # resolved: `from_settings` turns "auto" into one of PROFILES
@@ -108,6 +116,8 @@ class MnemosyneEngine:
             raise UsageError(
                 f"unknown recall profile {profile!r}; profiles are: auto, {', '.join(PROFILES)}"
             )
+        self.python = str(Path(python).expanduser().absolute()) if python else None
+        self._version: str | None = None
         self.enhanced_recall = enhanced_recall
         self.use_associative = use_associative
         self.cross_session = cross_session
@@ -149,11 +159,19 @@ class MnemosyneEngine:
             recall_options=settings.option(f"{section}.recall_options"),
             environment=settings.option(f"{section}.mnemosyne_environment"),
             profile=resolve_profile(chosen, settings.hermes_home),
+            python=settings.option(f"{section}.python"),
         )
 
     def version(self) -> str:
-        """``mnemosyne-memory <version>`` from package metadata (no import)."""
-        return f"mnemosyne-memory {mnemosyne_version() or 'unknown'}"
+        """``mnemosyne-memory <version>`` from package metadata (no import), of `python` when set."""
+        if self._version is None:
+            found = (
+                versions.interpreter_version(self.python)
+                if self.python
+                else versions.installed_version()
+            )
+            self._version = f"mnemosyne-memory {found or 'unknown'}"
+        return self._version
 
     def effective_environment(self) -> dict[str, str]:
         """The MNEMOSYNE_* settings the child applies (environment and snapshot config.yaml)."""
@@ -176,6 +194,7 @@ class MnemosyneEngine:
                 "environment": self.effective_environment(),
                 "use_associative": self.use_associative,
                 "recall_options": self.recall_options,
+                **({"python": self.python} if self.python else {}),
             },
         }
 
@@ -202,11 +221,34 @@ class MnemosyneEngine:
                 "sessionless_cross_session": self.cross_session is not False,
                 "queries": [{"text": q.text, "k": q.k, "session": q.session} for q in queries],
             }
-            reply = run_worker(request, environment, progress, self.timeout_s)
+            reply = run_worker(request, environment, progress, self.timeout_s, python=self.python)
+        if reply.get(
+            "mnemosyne_version"
+        ):  # the version that really recalled, reported by the worker
+            self._version = f"mnemosyne-memory {reply['mnemosyne_version']}"
         return [
             [Retrieved(id=str(item["id"]), content=item.get("content") or "") for item in ranked]
             for ranked in reply["results"]
         ]
+
+
+WORKER_FILE = Path(__file__).with_name("mnemosyne_worker.py")
+
+
+def worker_command(
+    python: str | None, folder: Path, environment: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The command (and environment) that runs the worker: this interpreter's module, or a copy of
+    the worker file in `folder` run by `python` (an interpreter without mnemo-ops)."""
+    if not python:
+        return [sys.executable, "-m", "mnemo_ops.evaluation.engines.mnemosyne_worker"], environment
+    folder.mkdir(mode=0o700, exist_ok=True)
+    copy = folder / WORKER_FILE.name
+    shutil.copyfile(WORKER_FILE, copy)
+    isolated = {
+        key: value for key, value in environment.items() if key not in ("PYTHONPATH", "PYTHONHOME")
+    }
+    return [python, str(copy)], isolated
 
 
 def run_worker(
@@ -214,17 +256,24 @@ def run_worker(
     environment: dict[str, str],
     progress=None,
     timeout_s: float | None = None,
+    python: str | None = None,
 ) -> dict[str, Any]:
     """Run ``mnemo_ops.engines.mnemosyne_worker`` with `request` on stdin; return its final reply.
 
     The worker prints one JSON object per line: ``{"progress": n}`` while it works, then
-    ``{"result": ...}`` or ``{"error": "..."}``.
+    ``{"result": ...}`` or ``{"error": "..."}``. With `python`, that interpreter runs a copy of the
+    worker file (see the module docstring).
     """
-    with tempfile.TemporaryFile("w+") as request_file, tempfile.TemporaryFile("w+") as error_file:
+    with (
+        tempfile.TemporaryFile("w+") as request_file,
+        tempfile.TemporaryFile("w+") as error_file,
+        tempfile.TemporaryDirectory(prefix="mnemo-ops-worker-") as worker_folder,
+    ):
         json.dump(request, request_file)
         request_file.seek(0)
+        command, environment = worker_command(python, Path(worker_folder) / "worker", environment)
         process = subprocess.Popen(
-            [sys.executable, "-m", "mnemo_ops.evaluation.engines.mnemosyne_worker"],
+            command,
             stdin=request_file,
             stdout=subprocess.PIPE,
             stderr=error_file,
@@ -257,4 +306,7 @@ def run_worker(
             else (stderr_tail[-1] if stderr_tail else f"exit status {process.returncode}")
         )
         raise MnemoOpsError(f"Mnemosyne worker failed: {detail}")
-    return final["result"]
+    result = final["result"]
+    if isinstance(result, dict) and final.get("mnemosyne_version"):
+        result.setdefault("mnemosyne_version", final["mnemosyne_version"])
+    return result

@@ -4,6 +4,10 @@ Run by ``engines/mnemosyne.run_worker`` with ``MNEMOSYNE_DATA_DIR``/``HERMES_HOM
 a temp dir. Reads one JSON request on stdin; writes JSON lines on stdout (``{"progress": n}``, then
 ``{"result": ...}`` or ``{"error": ...}``). Anything Mnemosyne prints goes to stderr so it never
 corrupts the protocol.
+
+It also runs under other interpreters (``eval run --python``: an upgrade candidate's venv, without
+mnemo-ops), as a copy run by path: import only the standard library, PyYAML and ``mnemosyne`` here
+(the dependencies of mnemosyne-memory itself), and keep to Python 3.10 syntax (what Mnemosyne needs).
 """
 
 from __future__ import annotations
@@ -222,7 +226,13 @@ def main() -> None:
         traceback.print_exc(file=sys.stderr)
         send({"error": f"{type(error).__name__}: {error}"})
         raise SystemExit(1) from None
-    send({"result": result})
+    send({"result": result, "mnemosyne_version": _imported_mnemosyne_version()})
+
+
+def _imported_mnemosyne_version() -> str | None:
+    """The version of the ``mnemosyne`` package this process imported (the one that recalled)."""
+    module = sys.modules.get("mnemosyne")
+    return getattr(module, "__version__", None) if module is not None else None
 
 
 if __name__ == "__main__":

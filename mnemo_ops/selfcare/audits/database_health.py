@@ -11,6 +11,7 @@ import apsw
 
 from mnemo_ops import database
 from mnemo_ops.core.errors import DatabaseError
+from mnemo_ops.disk import reserve
 from mnemo_ops.selfcare.audits.outcome import AuditOutcome
 from mnemo_ops.settings import Settings
 
@@ -85,4 +86,33 @@ def audit(settings: Settings, now: datetime) -> AuditOutcome:
                 f"only {free_mb:,} MiB free at the {label} folder {folder}",
                 fix=f"df -h {existing}",
             )
+    _reserve_audit(settings, outcome)
     return outcome
+
+
+def _reserve_audit(settings: Settings, outcome) -> None:
+    """Warn before the agent's free-space reserve is reached on the database's filesystem.
+
+    Below the reserve, writing jobs refuse to start and checkpoints are refused (``disk.reserve``);
+    the warning comes while there is still time to act: at the reserve plus the room one
+    checkpoint of the database takes.
+    """
+    space = reserve.free_space(settings)
+    outcome.stats["reserve_mb"] = space.reserve // MEBIBYTE
+    checkpoint_room = reserve.database_bytes(settings)
+    if not space.enough:
+        outcome.warn(
+            "disk-reserve-reached",
+            "error",
+            f"{space.describe()}: writing jobs will not start and checkpoints are refused",
+            fix=f"df -h {space.folder}",
+        )
+    elif space.left - checkpoint_room < space.reserve:
+        outcome.warn(
+            "disk-reserve-near",
+            "warning",
+            f"{space.free / MEBIBYTE:,.0f} MiB free at {space.folder}: one more checkpoint of the "
+            f"database ({checkpoint_room / MEBIBYTE:,.0f} MiB) would reach the "
+            f"{space.reserve / MEBIBYTE:,.0f} MiB reserve kept for the live agent",
+            fix=f"df -h {space.folder}",
+        )

@@ -1,0 +1,104 @@
+"""Every writing job beside a live agent, on a database large enough that each job needs many batches.
+
+Issue 20: on a small sample every job finishes in a few short transactions, so a live writer never
+notices; on a real database of 100k rows memory-maintain made 89% of the agent's writes fail. Here
+the agent is a separate process writing through the real ``Mnemosyne.remember`` at the Hermes
+plugin's pace (50 writes/s, every fourth a user-stated fact), beside each job on 50k generated rows
+of realistic text (``tests/conftest.py``: built once per session, copied per test). Required: the
+job succeeds, the agent sees zero errors, and every row it wrote is there afterwards.
+
+Each job's work is capped so the suite stays within its budget (memory-maintain links a few
+thousand orphans per run, twice: the first run and a resumed one); the caps keep the work large
+enough to need many write transactions.
+"""
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mnemo_ops import database
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.realistic
+
+WRITER = Path(__file__).with_name("live_writer.py")
+AGENT_INTERVAL_S = 0.02  # 50 writes per second, the Hermes plugin's pace
+
+# Each case: the runs of one job (memory-maintain twice: the first run, then the resumed one).
+RUNS = {
+    "backup": [["run", "backup"]],
+    "memory-maintain": [
+        ["run", "memory-maintain", "-o", "max_rows=4000"],
+        ["run", "memory-maintain", "-o", "max_rows=4000"],
+    ],
+    "evening-batch": [["run", "evening-batch"]],
+    "bridge-drain": [["run", "bridge-drain"]],
+    "monthly-maintenance": [["run", "monthly-maintenance"]],
+}
+
+
+def _start_writer(layout, report_file: Path, stop_file: Path) -> subprocess.Popen:
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            str(WRITER),
+            str(layout.db_path),
+            str(stop_file),
+            str(report_file),
+            str(AGENT_INTERVAL_S),
+        ],
+        env=layout.environ(),
+    )
+    deadline = time.monotonic() + 60
+    while not Path(f"{report_file}.started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # a few writes alone first
+    return writer
+
+
+def _describe(report: dict) -> str:
+    latencies = sorted(report["latencies_ms"]) or [0.0]
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return (
+        f"{len(report['errors'])} of {len(latencies)} agent writes failed; latency p50 "
+        f"{statistics.median(latencies):.1f} ms, p99 {p99:.1f} ms, max {latencies[-1]:.1f} ms; "
+        f"first errors: {json.dumps(report['details'], indent=1)[:3000]}"
+    )
+
+
+@pytest.mark.parametrize("job", sorted(RUNS))
+def test_job_beside_a_live_agent_at_realistic_size(realistic, job):
+    stop_file = realistic.directory / "stop"
+    report_file = realistic.directory / "writer.json"
+    writer = _start_writer(realistic, report_file, stop_file)
+    results = []
+    try:
+        for arguments in RUNS[job]:
+            results.append(run_cli(realistic, "--json", *arguments, "--force", timeout=600))
+    finally:
+        stop_file.write_text("stop")
+        writer.wait(timeout=120)
+    report = json.loads(report_file.read_text())
+    assert report["errors"] == [], _describe(report)
+    for result in results:
+        data = json.loads(result.stdout)
+        assert result.returncode == 0, (data.get("error"), result.stderr[-2000:])
+        assert data["status"] == "ok"
+        # The longest write transaction of the run is in its stats (and so in the ledger).
+        assert "longest_write_transaction_ms" in data["stats"]["transactions"], data["stats"]
+    assert report["written"], "the agent wrote nothing: the test proved nothing"
+    connection = database.open_memory_db(realistic.db_path, readonly=True)
+    present = {
+        row[0]
+        for row in connection.execute(
+            f"SELECT id FROM working_memory WHERE id IN ({','.join('?' * len(report['written']))})",
+            report["written"],
+        )
+    }
+    connection.close()
+    assert present == set(report["written"])
