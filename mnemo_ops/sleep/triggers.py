@@ -97,7 +97,9 @@ def normalised_entropy(weights: list[float]) -> float:
     total = sum(values)
     if len(values) < 2 or total <= 0:
         return 0.0
-    entropy = -sum((value / total) * math.log(value / total) for value in values if value > 0)
+    # A share may underflow to 0 (a subnormal weight): it adds nothing, as p ln p -> 0.
+    shares = [value / total for value in values]
+    entropy = -sum(share * math.log(share) for share in shares if share > 0)
     return min(1.0, max(0.0, entropy / math.log(len(values))))
 
 

@@ -17,7 +17,7 @@ from freezegun import freeze_time
 
 from mnemo_ops.core import state
 from mnemo_ops.sleep import edges, store
-from tests.conftest import copy_home
+from tests.conftest import copy_sample
 from tests.sleep.conftest import query, run_sleep, settings_for
 from tests.sleep.homes import build
 from tests.sleep.test_reinforcement import CANONICAL, CONTRADICTIONS, RESTATEMENTS, TRIPLES
@@ -115,13 +115,15 @@ def night(layout, tmp_path, number: int, minutes_later: int = 0):
 @pytest.fixture(scope="module")
 def reference(fault_template, tmp_path_factory):
     folder = tmp_path_factory.mktemp("reference")
-    layout = copy_home(fault_template, folder / "home")
+    layout = copy_sample(fault_template, folder / "home")
     first = night(layout, folder, 1)
     after_first = picture(layout)
+    # The home as night 1 left it: where every kill in night 2 starts (one night 1 for all of them).
+    first_night_home = copy_sample(layout, folder / "after-night-1")
     second = night(layout, folder, 2)
     assert first.changes["confirmations"] == 3 and first.changes["memories_superseded"] == 3
     assert second.changes["memories_archived"] == 30 and second.changes["edges_downscaled"] == 6
-    return {1: after_first, 2: picture(layout)}
+    return {1: after_first, 2: picture(layout), "after_night_1": first_night_home}
 
 
 CASES = [
@@ -136,9 +138,8 @@ CASES = [
 def test_kill_9_at_any_write_then_the_next_run_converges(
     fault_template, reference, tmp_path, number, call, point
 ):
-    layout = copy_home(fault_template, tmp_path / "home")
-    if number == 2:
-        night(layout, tmp_path, 1)
+    start = fault_template if number == 1 else reference["after_night_1"]
+    layout = copy_sample(start, tmp_path / "home")
     completed = subprocess.run(
         [
             sys.executable,
@@ -167,7 +168,7 @@ def test_kill_9_at_any_write_then_the_next_run_converges(
 
 
 def test_a_night_beside_a_live_agent(fault_template, tmp_path):
-    layout = copy_home(fault_template, tmp_path / "home")
+    layout = copy_sample(fault_template, tmp_path / "home")
     night(layout, tmp_path, 1)
     stop_file, report_file = layout.directory / "stop", layout.directory / "writer.json"
     writer = subprocess.Popen(

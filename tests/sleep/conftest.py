@@ -149,7 +149,7 @@ def experiment_template(tmp_path_factory):
 @pytest.fixture
 def experiment(experiment_template, tmp_path):
     """A private copy of the experiment home and its ids by key."""
-    from tests.conftest import copy_home
+    from tests.conftest import copy_sample
 
     layout, ids = experiment_template
-    return copy_home(layout, tmp_path / "experiment"), ids
+    return copy_sample(layout, tmp_path / "experiment"), ids
