@@ -7,8 +7,10 @@ Run by hand (not part of the test suite):
 
 For each size a realistic home (``mnemo_ops.samples.realistic_memories``: the sample home written by
 Mnemosyne, grown by SQL with Zipf-distributed text, recurring casts and topics, 5% near-duplicate
-turns, a summary per 40 rows) is built once into ``--dir`` and reused by later runs; every run works
-on a fresh copy. Each night runs in its own child process (so its wall time and peak RSS are its
+turns, a summary per 40 rows; each row's ``memory_type`` then given by Mnemosyne's own classifier,
+as ``remember`` does, and the canonical lineage rows the promotion trigger writes for the user's
+stated facts) is built once into ``--dir`` and reused by later runs; every run works on a
+fresh copy. Each night runs in its own child process (so its wall time and peak RSS are its
 own), the four sleep steps through the job's runner (lock, ledger row, metered transactions; the
 recall guard off, its cost is ``benchmarks/recall_quality.py``'s) on a clock frozen at that night:
 
@@ -53,6 +55,7 @@ def build(directory: Path, rows: int) -> SampleLayout:
     layout = SampleLayout(directory / f"sleep-realistic-{rows}")
     if not layout.db_path.exists():
         started = time.perf_counter()
+        environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
         subprocess.run(
             [
                 sys.executable,
@@ -64,10 +67,78 @@ def build(directory: Path, rows: int) -> SampleLayout:
                 str(rows),
             ],
             check=True,
-            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
+            env=environment,
+        )
+        subprocess.run(
+            [sys.executable, __file__, "--child", str(layout.directory), "classify"],
+            check=True,
+            env={**layout.environ(), "PYTHONPATH": str(REPOSITORY)},
+            stdout=subprocess.DEVNULL,
         )
         print(f"built {rows:,} rows in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     return layout
+
+
+def promote(layout: SampleLayout, after_rowid: int = 0) -> int:
+    """In a child: the canonical lineage rows the promotion trigger would have written.
+
+    Every live working row that qualifies (a user statement, veracity stated, importance >= 0.7)
+    gets its ``auto:<id>`` lineage in ``canonical_facts``, as ``mnemo-ops trigger install`` makes
+    Mnemosyne's own writes do; those rows are exempt from forgetting, and the forgetting stage
+    checks for them inside its write transactions, so the benchmark must have them.
+    """
+    from mnemo_ops.canonical.trigger import (
+        PROMOTION_MIN_IMPORTANCE,
+        PROMOTION_SOURCES,
+        PROMOTION_VERACITY,
+    )
+
+    connection = sqlite3.connect(layout.db_path)
+    try:
+        with connection:
+            connection.execute(
+                "INSERT INTO canonical_facts (owner_id, category, name, body, source, confidence, "
+                "version, valid_from) SELECT 'default', 'auto:' || coalesce(nullif(memory_type, ''), "
+                "'unknown'), id, content, 'auto:' || id, importance, 1, timestamp FROM working_memory "
+                f"WHERE rowid > ? AND source IN ({','.join('?' * len(PROMOTION_SOURCES))}) "
+                "AND veracity = ? AND importance >= ? AND trim(content) <> ''",
+                (after_rowid, *PROMOTION_SOURCES, PROMOTION_VERACITY, PROMOTION_MIN_IMPORTANCE),
+            )
+            promoted = connection.total_changes
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        connection.close()
+    return promoted
+
+
+def classify(layout: SampleLayout, after_rowid: int = 0) -> dict:
+    """In a child: each generated row's ``memory_type`` as Mnemosyne's own classifier gives it.
+
+    The generator labels every row ``fact`` or ``preference``; Mnemosyne's ``remember`` runs its
+    regex classifier on the text, which calls most conversation turns ``context`` (so the sleep
+    stages give them the event kind, the fastest decay) and some ``instruction`` or ``fact``.
+    """
+    from mnemosyne.core.typed_memory import classify_memory
+
+    connection = sqlite3.connect(layout.db_path)
+    counts: dict[str, int] = {}
+    try:
+        rows = connection.execute(
+            "SELECT rowid, content FROM working_memory WHERE rowid > ?", (after_rowid,)
+        ).fetchall()
+        updates = []
+        for rowid, content in rows:
+            memory_type = classify_memory(content or "").memory_type.value
+            counts[memory_type] = counts.get(memory_type, 0) + 1
+            updates.append((memory_type, rowid))
+        with connection:
+            connection.executemany(
+                "UPDATE working_memory SET memory_type = ? WHERE rowid = ?", updates
+            )
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        connection.close()
+    return counts
 
 
 def copy(template: SampleLayout, target: Path) -> SampleLayout:
@@ -123,6 +194,8 @@ def add_new(layout: SampleLayout, rows: int, moment: str) -> dict:
     written = add_realistic_memories(
         layout.db_path, count, seed=NEW_SEED, end=end, consolidated_days=None
     )
+    written["classified"] = classify(layout, after_rowid=before)
+    written["promoted"] = promote(layout, after_rowid=before)
     # The generator spreads rows a day per session; put tonight's arrivals in the last hours, in
     # their order (a later turn restates an earlier one), a second apart.
     connection = sqlite3.connect(layout.db_path)
@@ -228,7 +301,9 @@ def main() -> None:
     if arguments.child:
         layout = SampleLayout(Path(arguments.child[0]))
         action, values = arguments.child[1], arguments.child[2:]
-        if action == "add":
+        if action == "classify":
+            output = {"types": classify(layout), "promoted": promote(layout)}
+        elif action == "add":
             output = add_new(layout, int(values[0]), values[1])
         else:
             output = night(layout, values[0])

@@ -264,7 +264,7 @@ def _apply(run: SleepRun, connection: apsw.Connection, batch: list[EdgeUpdate], 
                 written.append(item)
         return written
 
-    for item in transactions.write_batch(connection, work):
+    for item in transactions.write_batch(connection, work, label="sleep-edges"):
         totals["changed"] += 1
         totals["strengthened" if item.coactive else "downscaled"] += 1
 

@@ -218,7 +218,9 @@ def confirm_restatements(run: SleepRun) -> dict[str, int]:
             if found:
                 run.before_write()
                 totals["edges_created"] += transactions.write_batch(
-                    connection, lambda conn, found=found: _link(conn, found)
+                    connection,
+                    lambda conn, found=found: _link(conn, found),
+                    label="sleep-confirmations",
                 )
             _record(run, state_db, batch, found)
             totals["confirmations"] += len(found)
@@ -452,7 +454,9 @@ def _apply_planned(run: SleepRun, state_db, connection, totals: dict[str, int]) 
     for batch in store.chunks(planned, BATCH):
         run.before_write()
         outcome = transactions.write_batch(
-            connection, lambda conn, batch=batch: _close(conn, batch)
+            connection,
+            lambda conn, batch=batch: _close(conn, batch),
+            label="sleep-contradictions",
         )
         with state_db.conn:
             for entry in batch:
