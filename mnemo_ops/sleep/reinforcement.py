@@ -174,7 +174,13 @@ def find_original(
 
 
 def confirm_restatements(run: SleepRun) -> dict[str, int]:
-    """Check up to ``reinforcement_rows_per_night`` unchecked working memories for restatements."""
+    """Check up to ``reinforcement_rows_per_night`` unchecked working memories for restatements.
+
+    The quota is the night's, not the run's: a second run in the same night (the guard's trial and
+    the live run see the same state; a rerun after a kill) checks only what the night's quota has
+    left, so with nothing new it checks nothing. A backlog (the first nights on a large database)
+    is worked off a quota a night, oldest first.
+    """
     totals = {"checked": 0, "confirmations": 0, "edges_created": 0}
     state_db = run.open_state()
     connection = run.open_memory()
@@ -183,12 +189,20 @@ def confirm_restatements(run: SleepRun) -> dict[str, int]:
             state_db.conn.execute(
                 f"UPDATE {store.MEMORIES} SET reinforced = 1 WHERE reinforced = 0 AND live = 0"
             )
+        checked_tonight = state_db.conn.execute(
+            f"SELECT count(*) FROM {store.MEMORIES} WHERE checked_night = ?", (run.night.key,)
+        ).fetchone()[0]
+        quota = max(0, run.options.reinforcement_rows_per_night - checked_tonight)
+        totals["backlog"] = state_db.conn.execute(
+            f"SELECT count(*) FROM {store.MEMORIES} WHERE reinforced = 0 "
+            "AND memory_key >= 'w:' AND memory_key < 'w;'"
+        ).fetchone()[0]
         pending = [
             row[0]
             for row in state_db.conn.execute(
                 f"SELECT memory_key FROM {store.MEMORIES} WHERE reinforced = 0 "
                 "AND memory_key >= 'w:' AND memory_key < 'w;' ORDER BY anchor, memory_key LIMIT ?",
-                (run.options.reinforcement_rows_per_night,),
+                (quota,),
             )
         ]
         vocabulary = Vocabulary(connection) if pending else None
@@ -271,8 +285,8 @@ def _record(run: SleepRun, state_db, batch: list[str], found: list[Confirmation]
             ],
         )
         state_db.conn.executemany(
-            f"UPDATE {store.MEMORIES} SET reinforced = 1 WHERE memory_key = ?",
-            [(key,) for key in batch],
+            f"UPDATE {store.MEMORIES} SET reinforced = 1, checked_night = ? WHERE memory_key = ?",
+            [(run.night.key, key) for key in batch],
         )
         refresh_confirmations(state_db, sorted({item.original_key for item in found}))
 

@@ -2,8 +2,9 @@
 
 - ``sleep_memories``: one row per memory seen (``w:<id>`` working, ``e:<id>`` episodic): the inputs
   of its prominence as last read (kind, importance, confidence, anchor timestamp, exemption, live),
-  its confirmations, whether the reinforcement stage has checked it, the night it was first seen,
-  and its prominence, utility and band at the night's reference moment.
+  its confirmations, whether the reinforcement stage has checked it (and on which night: the
+  nightly quota of checks), the night it was first seen, and its prominence, utility and band at
+  the night's reference moment.
 - ``sleep_confirmations``: one row per restatement: the memory that restated (or the exact
   restatement's time) and the original it confirms.
 - ``sleep_archive``: what a stage closed (``forgotten`` or ``contradicted``), with the values before
@@ -44,7 +45,10 @@ _DDL = (
         live INTEGER NOT NULL DEFAULT 1,
         confirmations INTEGER NOT NULL DEFAULT 0, last_confirmed TEXT,
         reinforced INTEGER NOT NULL DEFAULT 0, first_night TEXT,
-        prominence REAL, utility REAL, band TEXT, dirty INTEGER NOT NULL DEFAULT 1)""",
+        prominence REAL, utility REAL, band TEXT, dirty INTEGER NOT NULL DEFAULT 1,
+        checked_night TEXT)""",
+    f"CREATE INDEX IF NOT EXISTS {MEMORIES}_checked ON {MEMORIES}(checked_night) "
+    "WHERE checked_night IS NOT NULL",
     f"CREATE INDEX IF NOT EXISTS {MEMORIES}_band ON {MEMORIES}(band, utility)",
     f"CREATE INDEX IF NOT EXISTS {MEMORIES}_unreinforced ON {MEMORIES}(anchor) "
     "WHERE reinforced = 0",

@@ -105,6 +105,28 @@ def test_restatements_confirm_the_first_memory_and_are_linked_to_it(restatements
     assert again.checkpoint is None
 
 
+def test_the_check_quota_is_the_nights_so_a_second_run_that_night_checks_nothing(
+    restatements, tmp_path
+):
+    layout, ids = restatements
+    settings = settings_for(layout, tmp_path, "sleep:\n  reinforcement_rows_per_night: 3\n")
+    first = run_sleep(settings)
+    assert first.stats["sleep"]["reinforcement"]["checked"] == 3
+    assert first.stats["sleep"]["reinforcement"]["backlog"] == len(RESTATEMENTS)
+    again = run_sleep(settings)  # the same night: the quota is spent
+    assert again.stats["sleep"]["reinforcement"]["checked"] == 0
+    assert all(count == 0 for count in again.changes.values()), again.changes
+    checked = 3
+    for night in range(1, 4):  # the backlog is worked off a quota a night, oldest first
+        with freeze_time(datetime.now() + timedelta(days=night), tick=True):
+            later = run_sleep(settings)
+        checked += later.stats["sleep"]["reinforcement"]["checked"]
+    assert checked == len(RESTATEMENTS)
+    confirmations, _counts = _confirmations(layout)
+    assert {target for target, _method in confirmations.values()} == {"w:" + ids["original"]}
+    assert len(confirmations) == 3  # the same three restatements as in one unbounded night
+
+
 def test_an_exact_restatement_folded_into_its_row_counts_as_a_confirmation(restatements, tmp_path):
     layout, ids = restatements
     settings = settings_for(layout, tmp_path)
