@@ -21,7 +21,8 @@ recall guard off, its cost is ``benchmarks/recall_quality.py``'s) on a clock fro
   them); the incremental night: the merge pass, the new rows checked, the age pass;
 - **same night again**: nothing new; what a second run of the night costs (it must write nothing).
 
-Printed side by side, all measured in this run: seconds per night, the growth in time per 10x rows
+Printed side by side, all measured in this run: seconds per night (wall, and the CPU time of the
+night's process, which a shared machine's load does not inflate), the growth in time per 10x rows
 (linear is x10), each night's peak RSS, the longest write transaction on the memory database, and
 the counts written. The machine may be shared: the nights run one after the other, never in parallel.
 """
@@ -235,6 +236,7 @@ def night(layout: SampleLayout, moment: str) -> dict:
     )
     settings.options["guard"]["enabled"] = False
     with freeze_time(datetime.fromisoformat(moment), tick=True):
+        cpu_started = time.process_time()
         started = time.perf_counter()
         result = runner.run_job(
             settings,
@@ -244,11 +246,13 @@ def night(layout: SampleLayout, moment: str) -> dict:
             hooks=jobs.HOOKS,
         )
         seconds = time.perf_counter() - started
+        cpu_seconds = time.process_time() - cpu_started
     if result.status != "ok":
         raise SystemExit(f"night failed: {result.error}")
     sleep = result.stats["sleep"]
     return {
         "seconds": round(seconds, 2),
+        "cpu_seconds": round(cpu_seconds, 2),
         "steps": {step["name"]: step["duration_s"] for step in result.stats["steps"]},
         "changes": result.changes,
         "observed": sleep.get("observed"),
@@ -333,6 +337,12 @@ def main() -> None:
             f"{sum(night['changes'].get('confirmations', 0) for night in nights):>10} "
             f"{result['db_mb']:>7.0f} {result['state_mb']:>9.0f}"
         )
+    print("CPU seconds of the night's process (what the night costs, whatever the machine's load):")
+    for result in results:
+        print(
+            f"{result['rows']:>10,} first {result['first']['cpu_seconds']:.1f} s, next "
+            f"{result['next']['cpu_seconds']:.1f} s, same night {result['again']['cpu_seconds']:.1f} s"
+        )
     for smaller, larger in zip(results, results[1:]):
         factor = larger["rows"] / smaller["rows"]
         print(
@@ -342,6 +352,8 @@ def main() -> None:
             + _growth(smaller["next"]["seconds"], larger["next"]["seconds"], factor)
             + ", same night "
             + _growth(smaller["again"]["seconds"], larger["again"]["seconds"], factor)
+            + ", CPU next night "
+            + _growth(smaller["next"]["cpu_seconds"], larger["next"]["cpu_seconds"], factor)
             + ", peak RSS (next night) "
             + _growth(smaller["next"]["peak_rss_mb"], larger["next"]["peak_rss_mb"], factor)
         )
