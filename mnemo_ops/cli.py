@@ -11,6 +11,7 @@ from mnemo_ops.commands import (
     cron,
     demo,
     doctor,
+    forgotten,
     hermes,
     jobs,
     kubernetes,
@@ -98,6 +99,7 @@ COMMAND_MODULES = (
     report,
     topics,
     summaries,
+    forgotten,
 )
 """Every command module, in the order ``--help`` lists them; each adds itself with ``register(app)``."""
 for _module in COMMAND_MODULES:

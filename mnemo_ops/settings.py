@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,8 @@ class Option:
 
     kind: type | tuple[type, ...]
     default: Any = None
-    check: str | None = None  # "cron", "fraction" (0..1), "positive" (> 0), "non_negative" (>= 0)
+    check: str | None = None  # "cron", "fraction" (0..1), "positive" (> 0), "non_negative" (>= 0),
+    # "time_range" ("HH:MM-HH:MM")
     help: str = ""
     choices: tuple[Any, ...] | None = None
     item_kind: type | None = None  # for lists: the type of every item
@@ -201,6 +203,66 @@ SCHEMA: dict[str, Any] = {
         ),
         "max_rows_per_summary": Option(
             int, 10, "positive", "rows one consolidation summary may cover"
+        ),
+        "if_needed": Option(
+            bool,
+            False,
+            per_run=True,
+            help="sleep only when an adaptive trigger holds (sleep section; --force sleeps anyway)",
+        ),
+        "scheduled_if_needed": Option(
+            bool,
+            False,
+            help="the scheduled run (cron, Hermes, systemd, Kubernetes) passes --if-needed; "
+            "reinstall the schedule after changing it",
+        ),
+    },
+    # The sleep stages of evening-batch (mnemo_ops/sleep/, README "Sleep stages").
+    "sleep": {
+        "enabled": Option(bool, True, help="false: evening-batch runs no sleep stage"),
+        "retention_relationship": Option(float, 0.998, "fraction", "daily retention r"),
+        "retention_preference": Option(float, 0.995, "fraction", "daily retention r"),
+        "retention_fact": Option(float, 0.99, "fraction", "daily retention r"),
+        "retention_insight": Option(float, 0.97, "fraction", "daily retention r"),
+        "retention_event": Option(float, 0.95, "fraction", "daily retention r"),
+        "grace_days": Option((int, float), 1, "non_negative", "days before decay starts"),
+        "confirmation_similarity": Option(
+            (int, float), 93, "positive", "rapidfuzz ratio (0..100) of a restatement"
+        ),
+        "reinforcement_rows_per_night": Option(
+            int, 20000, "positive", "memories checked for restatements per night"
+        ),
+        "forgetting": Option(bool, True, help="false: nothing is archived"),
+        "archive_after_days": Option(
+            (int, float), 14, "non_negative", "a memory younger than this is never archived"
+        ),
+        "archive_utility": Option(
+            float, 0.1, "fraction", "archive candidates below this utility are archived"
+        ),
+        "max_archived_per_night": Option(int, 50, "non_negative", "archived memories per night"),
+        "protect_eval_answers": Option(
+            bool, True, help="never archive a memory the eval suite names as an answer"
+        ),
+        "hebbian_rate": Option(float, 0.1, "fraction", "eta: gain of a co-active edge"),
+        "downscale": Option(float, 0.8, "fraction", "alpha: our edges' weights times this nightly"),
+        "edge_floor": Option(float, 0.05, "fraction", "no edge of ours falls below this weight"),
+        "quiet_hours": Option(
+            str,
+            "02:00-05:00",
+            "time_range",
+            help="HH:MM-HH:MM local time when --if-needed may sleep on time",
+        ),
+        "hours_between_sleeps": Option(
+            (int, float), 20, "non_negative", "hours since the last sleep for the time trigger"
+        ),
+        "entropy_threshold": Option(
+            float, 0.9, "fraction", "normalised importance entropy of new memories"
+        ),
+        "entropy_min_memories": Option(
+            int, 20, "positive", "fewer new memories than this never fire the entropy trigger"
+        ),
+        "contradiction_density": Option(
+            float, 0.3, "fraction", "pending contradictions per edge that fire a sleep"
         ),
     },
     "memory_maintain": {
@@ -440,6 +502,21 @@ def _type_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(names.get(k, k.__name__) for k in kinds)
 
 
+_TIME_RANGE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)")
+
+
+def parse_time_range(text: str) -> tuple[int, int] | None:
+    """``"02:00-05:00"`` -> (start, end) in minutes after midnight; None when not of that form.
+
+    The end may come before the start (``"23:00-04:00"`` runs over midnight).
+    """
+    match = _TIME_RANGE.fullmatch(text.strip()) if isinstance(text, str) else None
+    if match is None:
+        return None
+    hour_from, minute_from, hour_to, minute_to = (int(part) for part in match.groups())
+    return hour_from * 60 + minute_from, hour_to * 60 + minute_to
+
+
 def check_value(where: str, dotted: str, spec: Option, value: Any) -> Any:
     """Return `value` checked against `spec` (an int widened to float where a number is wanted).
 
@@ -460,6 +537,10 @@ def check_value(where: str, dotted: str, spec: Option, value: Any) -> Any:
         raise ConfigError(f"{where}: key '{dotted}' must be greater than 0, got {value!r}")
     if spec.check == "non_negative" and value < 0:
         raise ConfigError(f"{where}: key '{dotted}' must be 0 or more, got {value!r}")
+    if spec.check == "time_range" and parse_time_range(value) is None:
+        raise ConfigError(
+            f"{where}: key '{dotted}' must be a local time range HH:MM-HH:MM, got {value!r}"
+        )
     if spec.check == "fraction" and not 0 <= value <= 1:
         raise ConfigError(f"{where}: key '{dotted}' must be between 0 and 1, got {value!r}")
     if spec.choices is not None and value not in spec.choices:

@@ -7,7 +7,7 @@ import typer
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import crontab
-from mnemo_ops.scheduling.invocation import installed_command, path_arguments
+from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
 from mnemo_ops.settings import JOB_NAMES
 
 
@@ -20,6 +20,7 @@ def _rendered(command: list[str], with_paths: bool) -> str:
         command=command[0],
         global_args=global_args,
         disabled=disabled,
+        job_flags=scheduled_flags(settings),
     )
 
 

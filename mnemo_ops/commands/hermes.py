@@ -13,7 +13,7 @@ from mnemo_ops.core.clock import local_now
 from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import hermes_cron
-from mnemo_ops.scheduling.invocation import installed_command, path_arguments
+from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
 from mnemo_ops.settings import JOB_NAMES
 
 EXIT_CODES = (
@@ -46,6 +46,7 @@ def _request(deliver: str | None, wait: float | None) -> hermes_cron.InstallRequ
         if wait is None
         else wait,
         environ=dict(os.environ),
+        job_flags=scheduled_flags(settings),
     )
 
 
@@ -118,7 +119,7 @@ def register(app: typer.Typer) -> None:
         paths = _paths()
         scripts = {
             str(paths.script_path(job)): hermes_cron.render_script(
-                job, request.command, request.report_since
+                job, request.command, request.report_since, request.job_flags
             )
             for job in request.manifests
         }

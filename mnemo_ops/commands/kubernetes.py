@@ -7,6 +7,7 @@ import typer
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import kubernetes
+from mnemo_ops.scheduling.invocation import scheduled_flags
 from mnemo_ops.settings import JOB_NAMES
 
 
@@ -62,6 +63,7 @@ def register(app: typer.Typer) -> None:
             disabled=frozenset(
                 name for name in JOB_NAMES if not settings.job_option(name, "enabled")
             ),
+            job_flags=scheduled_flags(settings),
         )
         documents = kubernetes.render(effective_manifests(settings), options)
         emit(

@@ -13,6 +13,7 @@ from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.core import state
 from mnemo_ops.core.lock import describe_holder, lock_path_for, probe_holder
 from mnemo_ops.settings import Settings
+from mnemo_ops.sleep.counters import self_model
 
 
 def _size(path: Path) -> int | None:
@@ -28,9 +29,12 @@ def collect_status(settings: Settings) -> dict[str, Any]:
     finally:
         connection.close()
     ledger = state.open_state_readonly(settings.state_db_path)
-    last = state.last_runs(ledger)
-    if ledger is not None:
-        ledger.close()
+    try:
+        last = state.last_runs(ledger)
+        counters = self_model(ledger)
+    finally:
+        if ledger is not None:
+            ledger.close()
     holder = probe_holder(lock_path_for(settings.state_dir, settings.db_path))
     return {
         "db": str(settings.db_path),
@@ -41,6 +45,7 @@ def collect_status(settings: Settings) -> dict[str, Any]:
         "state_dir": str(settings.state_dir),
         "lock_holder": holder,
         "last_runs": last,
+        "self_model": counters,
     }
 
 
@@ -76,5 +81,14 @@ def register(app: typer.Typer) -> None:
                 console.print(
                     f"  {job}: {info.get('status', '-')} at {info.get('started_at', '-')}"
                 )
+            model = data["self_model"]
+            runs = ", ".join(f"{job} {info['total']}" for job, info in model["runs"].items())
+            console.print(f"[bold]runs[/] {runs or 'none'}")
+            console.print(
+                f"[bold]sleeps[/] {model['sleeps']} (last {model['last_sleep'] or 'never'}): "
+                f"{model['memories_archived']} archived, {model['memories_restored']} restored, "
+                f"{model['memories_superseded']} superseded, {model['confirmations']} confirmations, "
+                f"{model['edges_strengthened']} edges strengthened"
+            )
 
         emit(data, text)

@@ -11,7 +11,7 @@ import typer
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import systemd
-from mnemo_ops.scheduling.invocation import installed_command, path_arguments
+from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
 from mnemo_ops.settings import JOB_NAMES
 
 EXIT_CODES = (
@@ -33,6 +33,7 @@ def _options(user: bool, command: str | None) -> systemd.RenderOptions:
         nice=settings.option("scheduling.systemd.nice"),
         idle_jobs=frozenset(settings.option("scheduling.systemd.idle_jobs")),
         disabled=frozenset(name for name in JOB_NAMES if not settings.job_option(name, "enabled")),
+        job_flags=scheduled_flags(settings),
     )
 
 

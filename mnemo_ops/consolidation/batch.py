@@ -28,6 +28,18 @@ class BatchState:
     memories: dict[str, Any] | None = None
     repairs_after_consolidation: int | None = None
     """In a dry run: the summary repairs the consolidated snapshot would need (None: not known)."""
+    sleep: Any = None
+    """The sleep stages' shared run (``sleep.context.SleepRun``), built by the first of them."""
+    cleanups: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+    """Called once the batch ends, whatever happened (e.g. removing a dry run's private copies)."""
+
+    def close(self) -> None:
+        """Run the cleanups, newest first; a failing cleanup never hides the batch's own outcome."""
+        while self.cleanups:
+            try:
+                self.cleanups.pop()()
+            except Exception:  # noqa: BLE001 - cleanup is best effort by design
+                pass
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +53,13 @@ class Step:
 def run_steps(ctx: JobContext, steps: tuple[Step, ...]) -> JobResult:
     """Run `steps` in order, collecting failures; fail the result (exit 1) if any step failed."""
     batch = BatchState()
+    try:
+        return _run(ctx, steps, batch)
+    finally:
+        batch.close()
+
+
+def _run(ctx: JobContext, steps: tuple[Step, ...], batch: BatchState) -> JobResult:
     outcomes: list[dict[str, Any]] = []
     errors: list[str] = []
     for step in steps:

@@ -19,6 +19,7 @@ A run killed at any point leaves the live files as they were; the next run remov
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import dataclasses
 import shutil
 import sqlite3
@@ -46,6 +47,8 @@ GUARD_DIR = "guard"
 TRIAL_PREFIX = "trial-"
 SPACE_MARGIN = 1.5
 """Free space wanted for a trial, as a multiple of the database, its WAL and state.db together."""
+NOT_NEEDED = "not-needed"
+"""The verdict of a run whose job found, before the trial, that it has nothing to do."""
 REFUSAL_FIX = (
     "read 'When the recall guard refuses' in the README; mnemo-ops run JOB --force retries"
 )
@@ -66,6 +69,17 @@ class Trial:
     def remove(self) -> None:
         """Remove the copies (they hold the user's memories: nothing stays behind)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def mark_not_needed(ctx: JobContext, reason: str) -> None:
+    """Called by a job's preflight that found nothing to do: the guard then makes no trial (the job
+    changes nothing, so there is nothing to measure) and the job sees the mark and returns."""
+    ctx.result.stats["guard"] = {"verdict": NOT_NEEDED, "reason": reason}
+
+
+def is_marked_not_needed(ctx: JobContext) -> bool:
+    """True when the run's preflight called `mark_not_needed`."""
+    return (ctx.result.stats.get("guard") or {}).get("verdict") == NOT_NEEDED
 
 
 def guard_folder(settings: Settings) -> Path:
@@ -138,8 +152,14 @@ def make_trial(settings: Settings, copy_blocks: bool) -> Trial:
             shutil.copytree(settings.memory_blocks_dir, blocks, symlinks=True)
         else:
             ensure_private_dir(blocks)
+    # The job on the trial sees the user's eval suite where the live run sees it (its default path
+    # is inside the state dir, which the trial replaces): a sleep stage protects the suite's answers.
+    options = copy.deepcopy(settings.options)
+    suite = settings.state_dir / "eval" / "suite.jsonl"
+    if not options["retrieval_eval"].get("suite") and suite.is_file():
+        options["retrieval_eval"]["suite"] = str(suite)
     trial_settings = dataclasses.replace(
-        settings, db_path=db_path, state_dir=state_dir, memory_blocks_dir=blocks
+        settings, db_path=db_path, state_dir=state_dir, memory_blocks_dir=blocks, options=options
     )
     return Trial(folder=trial_folder, settings=trial_settings)
 
@@ -182,6 +202,8 @@ class RecallGuard:
         Records its figures in ``ctx.result.stats["guard"]`` and, on a refusal, fails the result.
         """
         settings = ctx.settings
+        if is_marked_not_needed(ctx):
+            return True
         if not settings.option("guard.enabled"):
             ctx.result.stats["guard"] = {"verdict": "off"}
             ctx.warn(

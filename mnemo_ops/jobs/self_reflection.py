@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.guard.recall_guard import mark_not_needed
 from mnemo_ops.reflection.run import already_done, run_reflection
 
 
-def nothing_to_do(ctx: JobContext) -> str | None:
-    """Why the recall guard's trial can be skipped (the run will change nothing), or None."""
-    return already_done(ctx)
+def preflight(ctx: JobContext) -> None:
+    """This week done already (and no --force): the recall guard makes no trial of a run that will
+    change nothing."""
+    reason = already_done(ctx)
+    if reason:
+        mark_not_needed(ctx, reason)
 
 
 def run(ctx: JobContext) -> JobResult:

@@ -11,9 +11,11 @@ import difflib
 import os
 import shlex
 import subprocess
+from collections.abc import Mapping, Sequence
 
 from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.manifests import JobManifest
+from mnemo_ops.scheduling.invocation import job_arguments
 
 BEGIN_MARKER = "# BEGIN mnemo-ops (managed by `mnemo-ops cron install`; edit jobs/*.yaml or the config instead)"
 END_MARKER = "# END mnemo-ops"
@@ -33,6 +35,7 @@ def render(
     command: str = "mnemo-ops",
     global_args: list[str] | None = None,
     disabled: set[str] | None = None,
+    job_flags: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """The crontab text: a comment and one line per implemented job (disabled jobs commented out).
 
@@ -46,7 +49,8 @@ def render(
         if not manifest.implemented:
             continue
         lines.append(f"# {name}: {_first_sentence(manifest.description)}")
-        entry = f"{manifest.schedule} {prefix} -q run {name}"
+        run_line = " ".join(shlex.quote(part) for part in job_arguments(name, job_flags))
+        entry = f"{manifest.schedule} {prefix} {run_line}"
         lines.append(f"# (disabled in config) {entry}" if name in disabled else entry)
     return "\n".join(lines) + "\n"
 

@@ -29,7 +29,7 @@ import os
 import shlex
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from mnemo_ops.core.clock import local_now
 from mnemo_ops.core.errors import LockHeldError, MnemoOpsError, UsageError
 from mnemo_ops.core.manifests import JobManifest
 from mnemo_ops.private_files import fsync_path, refuse_symlink, write_atomic
-from mnemo_ops.scheduling.invocation import shell_line
+from mnemo_ops.scheduling.invocation import job_arguments, shell_line
 
 SCRIPTS_FOLDER = "mnemo-ops"
 """Our scripts live in ``$HERMES_HOME/scripts/mnemo-ops/``; an entry whose script is there is ours."""
@@ -341,9 +341,14 @@ def script_timeout(hermes_home: Path, environ: dict[str, str]) -> int:
     return DEFAULT_SCRIPT_TIMEOUT_S
 
 
-def render_script(job: str, command: list[str], report_since: str) -> str:
+def render_script(
+    job: str,
+    command: list[str],
+    report_since: str,
+    job_flags: Mapping[str, Sequence[str]] | None = None,
+) -> str:
     """The bash script Hermes runs for `job`; `command` is mnemo-ops with its global path options."""
-    run_line = shell_line([*command, "-q", "run", job])
+    run_line = shell_line([*command, *job_arguments(job, job_flags)])
     lines = [
         "#!/usr/bin/env bash",
         f'{SCRIPT_MARKER} for the Hermes cron job "{NAME_PREFIX}{job}".',
@@ -641,6 +646,7 @@ class InstallRequest:
     now: datetime
     lock_wait_s: float
     environ: dict[str, str]
+    job_flags: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
 
 
 def _plan(
@@ -673,7 +679,7 @@ def _plan(
                 request.now,
             )
         texts = {
-            job: render_script(job, request.command, request.report_since)
+            job: render_script(job, request.command, request.report_since, request.job_flags)
             for job in request.manifests
         }
         scripts = _script_changes(paths, texts)

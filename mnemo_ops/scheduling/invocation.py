@@ -9,6 +9,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mnemo_ops.settings import Settings
@@ -30,9 +31,18 @@ def path_arguments(settings: Settings, with_config: bool = True) -> list[str]:
     return arguments
 
 
-def job_arguments(job: str) -> list[str]:
-    """The arguments after the global options that run `job` quietly (``-q run JOB``)."""
-    return ["-q", "run", job]
+def job_arguments(job: str, job_flags: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """The arguments after the global options that run `job` quietly (``-q run JOB [FLAGS]``)."""
+    return ["-q", "run", job, *((job_flags or {}).get(job, ()))]
+
+
+def scheduled_flags(settings: Settings) -> dict[str, list[str]]:
+    """Per job, the flags its scheduled run passes: ``--if-needed`` for evening-batch when
+    ``evening_batch.scheduled_if_needed`` is set (its sleep then waits for an adaptive trigger)."""
+    flags: dict[str, list[str]] = {}
+    if settings.option("evening_batch.scheduled_if_needed"):
+        flags["evening-batch"] = ["--if-needed"]
+    return flags
 
 
 def shell_line(arguments: list[str]) -> str:

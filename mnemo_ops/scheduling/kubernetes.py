@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -20,6 +21,7 @@ import yaml
 
 from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.manifests import JobManifest
+from mnemo_ops.scheduling.invocation import job_arguments
 
 ENTRYPOINT = 'mnemo-ops "$@"; status=$?; if [ "$status" -eq 75 ]; then exit 0; fi; exit "$status"'
 """Maps exit 75 (skipped: lock held) to success; the arguments arrive as ``$@``."""
@@ -43,6 +45,7 @@ class KubernetesOptions:
     successful_history: int
     failed_history: int
     disabled: frozenset[str]
+    job_flags: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
 
 
 def _check(options: KubernetesOptions) -> None:
@@ -90,7 +93,7 @@ def cronjob(job: str, manifest: JobManifest, options: KubernetesOptions) -> dict
         "image": options.image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/sh", "-c", ENTRYPOINT, "mnemo-ops"],
-        "args": ["-q", "run", job],
+        "args": job_arguments(job, options.job_flags),
         "env": [
             {"name": "HERMES_HOME", "value": options.mount_path},
             {"name": "HOME", "value": "/tmp"},

@@ -22,6 +22,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from mnemo_ops.core.errors import MnemoOpsError, UsageError
 from mnemo_ops.core.manifests import JobManifest
 from mnemo_ops.private_files import fsync_path, refuse_symlink, write_atomic
 from mnemo_ops.scheduling.calendar import on_calendar
+from mnemo_ops.scheduling.invocation import job_arguments
 from mnemo_ops.settings import JOB_NAMES
 
 UNIT_PREFIX = "mnemo-ops-"
@@ -127,11 +129,15 @@ class RenderOptions:
     nice: int
     idle_jobs: frozenset[str]
     disabled: frozenset[str]
+    job_flags: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
 
 
 def _service(job: str, manifest: JobManifest, options: RenderOptions, template: bool) -> str:
     arguments = options.config_arguments if template else options.path_arguments
-    exec_start = " ".join(quote(part) for part in [*options.command, *arguments, "-q", "run", job])
+    exec_start = " ".join(
+        quote(part)
+        for part in [*options.command, *arguments, *job_arguments(job, options.job_flags)]
+    )
     what = " for the Hermes home %f" if template else ""
     lines = [
         MARKER,

@@ -15,6 +15,7 @@ from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 GROUPS = [
+    "forgotten",
     "run",
     "jobs",
     "status",
@@ -59,6 +60,9 @@ def test_help_lists_commands():
         "systemd install",
         "systemd uninstall",
         "kubernetes render",
+        "forgotten",
+        "forgotten list",
+        "forgotten restore",
         "eval run",
         "eval compare",
     ],

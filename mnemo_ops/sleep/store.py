@@ -1,0 +1,130 @@
+"""The sleep stages' own tables in state.db (never in Mnemosyne's database).
+
+- ``sleep_memories``: one row per memory seen (``w:<id>`` working, ``e:<id>`` episodic): the inputs
+  of its prominence as last read (kind, importance, confidence, anchor timestamp, exemption, live),
+  its confirmations, whether the reinforcement stage has checked it (and on which night: the
+  nightly quota of checks), the night it was first seen, and its prominence, utility and band at
+  the night's reference moment.
+- ``sleep_confirmations``: one row per restatement: the memory that restated (or the exact
+  restatement's time) and the original it confirms.
+- ``sleep_archive``: what a stage closed (``forgotten`` or ``contradicted``), with the values before
+  and the stamp written, recorded before the write, so ``mnemo-ops forgotten restore`` clears exactly
+  our stamp. ``applied``: 0 planned, 1 written, -1 given up (the row changed before it was written).
+- ``sleep_nights``: the once-a-night work done per night (the age pass, the edge pass).
+- ``sleep_edge_journal``: the weight each of our edges had and gets tonight, written before the edge
+  is, so a run killed halfway never scales an edge twice.
+
+Rollback-journal state.db (``core.state``), served by Python's sqlite3 through sqlite-utils.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+WORKING = "working_memory"
+EPISODIC = "episodic_memory"
+PREFIX = {WORKING: "w:", EPISODIC: "e:"}
+TABLE_OF_PREFIX = {prefix: table for table, prefix in PREFIX.items()}
+
+MEMORIES = "sleep_memories"
+CONFIRMATIONS = "sleep_confirmations"
+ARCHIVE = "sleep_archive"
+NIGHTS = "sleep_nights"
+EDGE_JOURNAL = "sleep_edge_journal"
+TABLES = (MEMORIES, CONFIRMATIONS, ARCHIVE, NIGHTS, EDGE_JOURNAL)
+
+FORGOTTEN = "forgotten"
+CONTRADICTED = "contradicted"
+PLANNED, APPLIED, ABANDONED = 0, 1, -1
+
+_DDL = (
+    f"""CREATE TABLE IF NOT EXISTS {MEMORIES} (
+        memory_key TEXT PRIMARY KEY,
+        kind TEXT, importance REAL, confidence REAL, anchor TEXT, exempt TEXT,
+        live INTEGER NOT NULL DEFAULT 1,
+        confirmations INTEGER NOT NULL DEFAULT 0, last_confirmed TEXT,
+        reinforced INTEGER NOT NULL DEFAULT 0, first_night TEXT,
+        prominence REAL, utility REAL, band TEXT, dirty INTEGER NOT NULL DEFAULT 1,
+        checked_night TEXT)""",
+    f"CREATE INDEX IF NOT EXISTS {MEMORIES}_checked ON {MEMORIES}(checked_night) "
+    "WHERE checked_night IS NOT NULL",
+    f"CREATE INDEX IF NOT EXISTS {MEMORIES}_band ON {MEMORIES}(band, utility)",
+    f"CREATE INDEX IF NOT EXISTS {MEMORIES}_unreinforced ON {MEMORIES}(anchor) "
+    "WHERE reinforced = 0",
+    f"CREATE INDEX IF NOT EXISTS {MEMORIES}_dirty ON {MEMORIES}(memory_key) WHERE dirty = 1",
+    f"""CREATE TABLE IF NOT EXISTS {CONFIRMATIONS} (
+        restatement_key TEXT PRIMARY KEY, original_key TEXT NOT NULL, method TEXT NOT NULL,
+        similarity REAL, confirmed_at TEXT, night TEXT NOT NULL, recorded_at TEXT)""",
+    f"CREATE INDEX IF NOT EXISTS {CONFIRMATIONS}_original ON {CONFIRMATIONS}(original_key)",
+    f"CREATE INDEX IF NOT EXISTS {CONFIRMATIONS}_night ON {CONFIRMATIONS}(night)",
+    f"""CREATE TABLE IF NOT EXISTS {ARCHIVE} (
+        id INTEGER PRIMARY KEY, memory_key TEXT NOT NULL, reason TEXT NOT NULL,
+        night TEXT NOT NULL, valid_until_before TEXT, valid_until_after TEXT,
+        superseded_by_before TEXT, superseded_by_after TEXT, prominence REAL, utility REAL,
+        detail TEXT, recorded_at TEXT, applied INTEGER NOT NULL DEFAULT 0,
+        restored_at TEXT, restore_note TEXT,
+        UNIQUE (memory_key, reason, night))""",
+    f"CREATE INDEX IF NOT EXISTS {ARCHIVE}_night ON {ARCHIVE}(night, reason)",
+    f"""CREATE TABLE IF NOT EXISTS {NIGHTS} (
+        night TEXT NOT NULL, stage TEXT NOT NULL, completed_at TEXT,
+        PRIMARY KEY (night, stage))""",
+    f"""CREATE TABLE IF NOT EXISTS {EDGE_JOURNAL} (
+        night TEXT NOT NULL, edge_id INTEGER NOT NULL, weight_before REAL, weight_after REAL,
+        coactive INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (night, edge_id))""",
+)
+
+
+def ensure_tables(state_db) -> None:
+    """Create the sleep tables and indexes (idempotent; never in a dry run)."""
+    with state_db.conn:
+        for statement in _DDL:
+            state_db.conn.execute(statement)
+
+
+def has_tables(state_db) -> bool:
+    """True when state.db holds the sleep tables (it may be None or older in a dry run)."""
+    return state_db is not None and MEMORIES in state_db.table_names()
+
+
+def key_of(table: str, memory_id: str) -> str:
+    """``w:<id>`` or ``e:<id>``."""
+    return PREFIX[table] + memory_id
+
+
+def split_key(memory_key: str) -> tuple[str, str]:
+    """(table, memory id) of a memory key."""
+    return TABLE_OF_PREFIX[memory_key[:2]], memory_key[2:]
+
+
+def rows(state_db, sql: str, parameters: Iterable[Any] = ()) -> Iterator[dict[str, Any]]:
+    """Query state.db; rows as dicts."""
+    cursor = state_db.conn.execute(sql, list(parameters))
+    names = [column[0] for column in cursor.description]
+    for row in cursor:
+        yield dict(zip(names, row))
+
+
+def stage_done(state_db, night: str, stage: str) -> bool:
+    """True when `stage`'s once-a-night work is recorded as done for `night`."""
+    return (
+        state_db.conn.execute(
+            f"SELECT 1 FROM {NIGHTS} WHERE night = ? AND stage = ?", (night, stage)
+        ).fetchone()
+        is not None
+    )
+
+
+def mark_stage_done(state_db, night: str, stage: str, completed_at: str) -> None:
+    """Record that `stage`'s once-a-night work is done for `night` (its own transaction)."""
+    with state_db.conn:
+        state_db.conn.execute(
+            f"INSERT OR IGNORE INTO {NIGHTS} (night, stage, completed_at) VALUES (?, ?, ?)",
+            (night, stage, completed_at),
+        )
+
+
+def chunks(items: list, size: int = 500) -> Iterator[list]:
+    """`items` in lists of at most `size` (for IN (...) lists and write batches)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
