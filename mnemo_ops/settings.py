@@ -138,6 +138,33 @@ SCHEMA: dict[str, Any] = {
         "ratchet": Option(bool, False, per_run=True, help="raise the baseline when better"),
         "write_baseline": Option(str, per_run=True, help="write a new baseline to this path"),
     },
+    # The model layer (mnemo_ops/models): summaries, judgements and reflections come from this model
+    # through the llm library when one is named, else from each task's deterministic fallback.
+    "models": {
+        "model": Option(
+            str, None, help="llm model id (see `llm models`); unset: the deterministic fallbacks"
+        ),
+        "options": Option(dict, {}, help="the model's options (`llm models --options`)"),
+        "calls_per_night": Option(
+            int, 40, "non_negative", "model calls allowed per night, all jobs together"
+        ),
+        "seconds_per_night": Option(
+            int, 900, "non_negative", "model time allowed per night, all jobs together"
+        ),
+        "timeout_seconds": Option(int, 120, "positive", "one model call is abandoned after this"),
+        "remote": Option(
+            bool,
+            True,
+            help="the model runs elsewhere, so private memories are withheld from it; "
+            "false only for a model running on this machine",
+        ),
+        "send_private_to_remote": Option(
+            bool, False, help="true: private memories may go to a remote model too (redacted)"
+        ),
+        "max_prompt_chars": Option(
+            int, 24000, "positive", "evidence beyond this is withheld from one prompt"
+        ),
+    },
     "guard": {
         "enabled": Option(bool, True, help="false: guarded jobs change memories without the trial"),
         "probes": Option(int, 200, "positive", "known-item probes kept in state.db"),
@@ -299,7 +326,29 @@ SCHEMA: dict[str, Any] = {
         "fts_merge_max_steps": Option(int, 200, "positive"),
         "vacuum": Option(bool, False, per_run=True, help="also VACUUM (rewrites the file)"),
     },
-    "self_reflection": {},
+    "self_reflection": {
+        "window_days": Option(int, 7, "positive", "sessions active in the last N days"),
+        "idle_hours": Option(
+            (int, float), 2, "non_negative", "a session active more recently waits for next week"
+        ),
+        "similarity": Option(
+            (int, float), 85, "positive", "rapidfuzz ratio (0..100) at which a lesson matches one"
+        ),
+        "use_model": Option(
+            bool, True, help="false: always the deterministic extractor, even with a model"
+        ),
+        "include_summaries": Option(
+            bool, True, help="read Mnemosyne's episodic summaries of the sessions too"
+        ),
+        "hermes_sessions": Option(
+            bool, True, help="read Hermes' session store ($HERMES_HOME/state.db) too"
+        ),
+        "max_session_chars": Option(
+            int, 6000, "positive", "text of one session given to a reflection, at most"
+        ),
+        "batch_chars": Option(int, 16000, "positive", "sessions per model prompt, by characters"),
+        "max_lessons": Option(int, 60, "positive", "lessons stored per run, at most"),
+    },
     "memory_block_migrate": {},
     # Where the jobs are scheduled (`mnemo-ops hermes|systemd|kubernetes ...`); all render from the
     # same manifests as `cron render`.

@@ -37,6 +37,11 @@ def render_result(console: Console, result: JobResult, verbose: bool = False) ->
         console.print(table)
     elif result.status in ("ok", "dry-run"):
         console.print("  no changes" if not result.dry_run else "  nothing would change")
+    listing = result.stats.get("listing") if isinstance(result.stats, dict) else None
+    if isinstance(listing, dict) and listing.get("lines"):
+        console.print(f"  {listing.get('title', 'items')}:", markup=False)
+        for line in listing["lines"]:
+            console.print(f"    {line}", markup=False, soft_wrap=True)
     if verbose and result.stats:
         for key, value in result.stats.items():
             console.print(f"  [dim]{key}:[/] {value}")

@@ -113,6 +113,34 @@ class TransactionMeter:
             self.over_bound += 1
         self.longest_wait_s = max(self.longest_wait_s, waited_s)
 
+    def figures(self) -> dict[str, Any]:
+        """The meter's own figures (seconds), to send from a child process to its parent."""
+        return {
+            name: getattr(self, name)
+            for name in (
+                "count",
+                "held_s",
+                "longest_s",
+                "longest_label",
+                "over_bound",
+                "longest_wait_s",
+                "busy_retries",
+                "paused_s",
+            )
+        }
+
+    def add(self, figures: dict[str, Any]) -> None:
+        """Count a child process's transactions (its `figures`) as this run's own."""
+        self.count += int(figures.get("count") or 0)
+        self.held_s += float(figures.get("held_s") or 0.0)
+        if float(figures.get("longest_s") or 0.0) > self.longest_s:
+            self.longest_s = float(figures["longest_s"])
+            self.longest_label = figures.get("longest_label")
+        self.over_bound += int(figures.get("over_bound") or 0)
+        self.longest_wait_s = max(self.longest_wait_s, float(figures.get("longest_wait_s") or 0.0))
+        self.busy_retries += int(figures.get("busy_retries") or 0)
+        self.paused_s += float(figures.get("paused_s") or 0.0)
+
     def to_stats(self) -> dict[str, Any]:
         """The ``stats.transactions`` block of a job result (milliseconds)."""
         return {

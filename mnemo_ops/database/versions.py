@@ -27,6 +27,7 @@ import dataclasses
 import os
 import re
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 
 from mnemo_ops.core.errors import DatabaseError, UsageError
@@ -133,6 +134,34 @@ def installed_line() -> str | None:
     """
     version = installed_version()
     return line_name(version) if version else None
+
+
+def stamps_utc(line: str | None = None) -> bool:
+    """Does this line (default: the installed one) stamp memory rows in naive UTC? 4.0 writes
+    ``datetime.now(timezone.utc)`` without its offset; 3.15 writes naive local time."""
+    line = line or installed_line() or LINES[0].name
+    return line_key(line) >= (4, 0)
+
+
+def memory_time(moment: datetime, line: str | None = None) -> str:
+    """A naive local time as the text the line stamps rows with (for comparisons in SQL)."""
+    if stamps_utc(line):
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment.isoformat()
+
+
+def local_time(stamp: str, line: str | None = None) -> str:
+    """A row's timestamp text as naive local ISO time (3.15's stamps are that already); text that is
+    not a time is returned as it is."""
+    if not stamp or not stamps_utc(line):
+        return stamp
+    try:
+        moment = datetime.fromisoformat(stamp.strip())
+    except ValueError:
+        return stamp
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone().replace(tzinfo=None).isoformat()
 
 
 def is_tested(version: str | None) -> bool:

@@ -39,6 +39,23 @@ HOOKS = runner.RunHooks(
 )
 
 
+class _TrialUnlessNothingToDo:
+    """A guard that skips its trial when the job says it will change nothing (its module's
+    ``nothing_to_do(ctx)`` gives the reason): a trial of a run without writes only costs time."""
+
+    def __init__(self, guard, nothing_to_do):
+        self.guard = guard
+        self.nothing_to_do = nothing_to_do
+
+    def trial(self, ctx, job) -> bool:
+        """The wrapped guard's trial, unless the job has nothing to do."""
+        reason = self.nothing_to_do(ctx)
+        if reason:
+            ctx.result.stats["guard"] = {"verdict": "not-needed", "reason": reason}
+            return True
+        return self.guard.trial(ctx, job)
+
+
 def metered(job: Callable[[JobContext], Any]) -> Callable[[JobContext], Any]:
     """`job` with every write transaction on the memory DB timed (``database.transactions``).
 
@@ -102,6 +119,13 @@ def run_job(
     # A job may check the live database before anything else (the recall guard's trial included).
     own = getattr(module, "preflight", None)
     hooks = dataclasses.replace(HOOKS, preflight=(*HOOKS.preflight, own)) if own else HOOKS
+    nothing_to_do = getattr(module, "nothing_to_do", None)
+    if nothing_to_do is not None:
+        guards = {
+            name: _TrialUnlessNothingToDo(guard, nothing_to_do)
+            for name, guard in hooks.guards.items()
+        }
+        hooks = dataclasses.replace(hooks, guards=guards)
     return runner.run_job(
         settings,
         name,

@@ -22,6 +22,7 @@ from mnemo_ops.core.errors import DatabaseError, UsageError
 from mnemo_ops.core.results import JobResult, Severity, severity_rank
 from mnemo_ops.guard import history as guard_history
 from mnemo_ops.private_files import ensure_private_dir, write_atomic
+from mnemo_ops.reflection.learned import learned_since
 from mnemo_ops.scheduling.job_table import job_table
 from mnemo_ops.selfcare import quarantine, row_count_history
 from mnemo_ops.selfcare.audits import code_prefixes, run_audit
@@ -32,6 +33,8 @@ FORMATS = ("text", "markdown", "json")
 LIVE_AUDITS = ("jobs", "backups")
 """Audits re-run for every report: their findings change with the clock alone."""
 EVAL_TREND_RUNS = 7
+LEARNED_DAYS = 7
+""""Learned this week": the lessons self-reflection stored or confirmed in the last 7 days."""
 
 
 @dataclasses.dataclass
@@ -50,6 +53,7 @@ class Report:
     growth: dict[str, Any]
     quarantine: dict[str, Any] = dataclasses.field(default_factory=dict)
     guard: dict[str, Any] = dataclasses.field(default_factory=dict)
+    learned: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def run_counts(self) -> dict[str, int]:
@@ -103,6 +107,7 @@ class Report:
             "growth": self.growth,
             "quarantine": self.quarantine,
             "guard": self.guard,
+            "learned_this_week": self.learned,
             "jobs": self.jobs,
         }
 
@@ -245,8 +250,13 @@ def _guard_lines(guard: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _growth(settings: Settings, ledger, now: datetime) -> dict[str, Any]:
-    """Row count per table now against the recorded count of a week ago (or the oldest since)."""
+def _growth(
+    settings: Settings, ledger, now: datetime, learned: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """Row count per table now against the recorded count of a week ago (or the oldest since).
+
+    With `learned` (a list), the lessons of the last `LEARNED_DAYS` days are added to it, read on the
+    same connection."""
     problem = None
     try:
         connection = database.open_memory_db(settings.db_path, readonly=True)
@@ -256,6 +266,9 @@ def _growth(settings: Settings, ledger, now: datetime) -> dict[str, Any]:
                 for table, count in database.row_counts(connection).items()
                 if count is not None
             }
+            if learned is not None:
+                since = now.astimezone().replace(tzinfo=None) - timedelta(days=LEARNED_DAYS)
+                learned.extend(learned_since(connection, since))
         finally:
             connection.close()
         source = "database"
@@ -343,7 +356,8 @@ def build_report(
             }
             for row in job_table(settings)
         ]
-        growth = _growth(settings, ledger, now)
+        learned: list[dict[str, Any]] = []
+        growth = _growth(settings, ledger, now, learned)
         if growth["problem"] and not any(w["code"] == "db-unreadable" for w in warnings):
             # The database itself is gone or broken: the first thing the user must see.
             warnings.insert(
@@ -369,6 +383,7 @@ def build_report(
             growth=growth,
             quarantine=_quarantine_summary(settings, start),
             guard=_guard_summary(ledger),
+            learned=learned,
         )
     finally:
         if ledger is not None:
@@ -435,6 +450,16 @@ def _metric_summary(trend: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _learned_lines(learned: list[dict[str, Any]]) -> list[str]:
+    if not learned:
+        return ["nothing new (self-reflection runs on Sundays at 23:00)"]
+    return [
+        f"{'new' if entry['new'] else 'confirmed'} {entry['kind']}: {entry['lesson']} "
+        f"({entry['confirmations']}x, {entry['method']})"
+        for entry in learned
+    ]
+
+
 def _growth_rows(growth: dict[str, Any]) -> list[tuple[str, str, str]]:
     rows = []
     for table, numbers in growth["tables"].items():
@@ -471,6 +496,8 @@ def render_text(report: Report) -> str:
     lines.append("Eval trend: " + "; ".join(_metric_summary(report.eval_trend)))
     lines.append("Recall guard:")
     lines += [f"  {line}" for line in _guard_lines(report.guard)]
+    lines.append("Learned this week:")
+    lines += [f"  {line}" for line in _learned_lines(report.learned)]
     baseline = report.growth["baseline_day"]
     lines.append(f"Memory growth (against {baseline or 'no record from a week ago yet'}):")
     for table, now_count, change in _growth_rows(report.growth):
@@ -537,6 +564,8 @@ def render_markdown(report: Report) -> str:
     lines += [f"- {line}" for line in _metric_summary(report.eval_trend)]
     lines += ["", "## Recall guard", ""]
     lines += [f"- {_cell(line)}" for line in _guard_lines(report.guard)]
+    lines += ["", "## Learned this week", ""]
+    lines += [f"- {_cell(line)}" for line in _learned_lines(report.learned)]
     baseline = report.growth["baseline_day"]
     lines += [
         "",

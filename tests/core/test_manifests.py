@@ -28,7 +28,7 @@ def test_all_jobs_have_valid_manifests():
         "bridge-drain": "opens-database",
         "retrieval-eval": "opens-snapshot",
         "monthly-maintenance": "uses-code",
-        "self-reflection": "none",
+        "self-reflection": "opens-database",  # stores lessons through Mnemosyne
         "memory-block-migrate": "none",
     }
 

@@ -227,7 +227,7 @@ def test_unreachable_ping_never_fails_the_job(sample, tmp_path):
 
 
 def test_not_implemented_job_exits_2(sample, cli):
-    result = cli("run", "self-reflection")
+    result = cli("run", "memory-block-migrate")
     assert result.returncode == 2
     assert "not implemented yet" in result.stderr
     assert not (sample.state_dir / "state.db").exists()

@@ -4,7 +4,9 @@ Checked: present, parseable, a regular file (not a symlink), mode not wider than
 fields that are past or due soon. The files hold API keys and OAuth tokens, so a finding names only the
 file, a line number or a key's name, and a date: never a value read from the file. Hermes refreshes an
 OAuth access token by itself when a ``refresh_token`` sits beside it, so such an expired token is
-reported as info only.
+reported as info only. What a secret looks like (dotenv lines, secret key names, token shapes) lives
+in ``mnemo_ops.redaction``, shared with the model layer, which redacts the same secrets from every
+text before it goes to a model.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mnemo_ops.redaction.patterns import parse_env
 from mnemo_ops.selfcare.audits.outcome import AuditOutcome
 from mnemo_ops.settings import Settings
 
@@ -28,7 +31,6 @@ REAUTHENTICATE_FIX = "hermes model"
 _EXPIRY_KEY = re.compile(
     r"(^|[_.-])(expires_at|expires_on|expires|expiry|expiration|exp)$", re.IGNORECASE
 )
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
 _SAFE_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,39}$")
 
 
@@ -75,25 +77,6 @@ def json_expiry_fields(data: Any, path: str = "") -> Iterator[tuple[str, Any, bo
     elif isinstance(data, list):
         for index, item in enumerate(data):
             yield from json_expiry_fields(item, f"{path}[{index}]")
-
-
-def parse_env(text: str) -> tuple[dict[str, str], list[int]]:
-    """(KEY -> value, numbers of lines that are not KEY=VALUE) of a dotenv file."""
-    values: dict[str, str] = {}
-    bad_lines: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        match = _ENV_LINE.match(line)
-        if not match:
-            bad_lines.append(number)
-            continue
-        raw = match.group(2).strip()
-        if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
-            raw = raw[1:-1]
-        values[match.group(1)] = raw
-    return values, bad_lines
 
 
 def _check_file(outcome: AuditOutcome, path: Path) -> bool:
