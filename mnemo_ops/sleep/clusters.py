@@ -24,6 +24,8 @@ _STOPWORDS_TEXT = (
 STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
 MIN_SHARED_TERMS = 2
 """Two memories are lexically linked when they share at least this many rare terms."""
+MIN_CEILING = 4
+"""However few the memories, a term four of them hold still counts as rare."""
 
 
 def fingerprint(memory_keys: Iterable[str]) -> str:
@@ -92,7 +94,7 @@ def lexical_links(
 ) -> dict[tuple[str, str], list[str]]:
     """Pairs of memories sharing at least MIN_SHARED_TERMS rare terms, with those terms.
 
-    A term is rare when at most ``max(2, max_share * len(texts))`` (and `max_documents`) of the
+    A term is rare when at most ``max(MIN_CEILING, max_share * len(texts))`` (and `max_documents`) of the
     memories hold it: a word everybody uses links everything and means nothing, and the cap keeps
     the pairs a term adds bounded.
     """
@@ -100,7 +102,7 @@ def lexical_links(
     for key in sorted(texts):
         for term in content_terms(texts[key]):
             holders[term].append(key)
-    ceiling = min(max_documents, max(2, int(max_share * len(texts))))
+    ceiling = min(max_documents, max(MIN_CEILING, int(max_share * len(texts))))
     shared: dict[tuple[str, str], list[str]] = defaultdict(list)
     for term in sorted(holders):
         keys = holders[term]
