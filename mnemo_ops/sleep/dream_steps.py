@@ -7,11 +7,14 @@ by the first of them and closed when the batch ends; ``stats.model`` holds the l
 
 from __future__ import annotations
 
+import dataclasses
+
 from mnemo_ops.consolidation.batch import BatchState
 from mnemo_ops.core import state
+from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.models import ModelLayer
-from mnemo_ops.sleep import nrem, rem
+from mnemo_ops.sleep import edges, nrem, rem, store
 from mnemo_ops.sleep.context import SleepRun
 from mnemo_ops.sleep.steps import sleep_run
 
@@ -47,7 +50,7 @@ def nrem_step(ctx: JobContext, batch: BatchState) -> None:
         ctx.count("summaries_fused", 0)
         return
     layer = model_layer(ctx, batch, run)
-    run.stats["nrem"] = nrem.fuse(run, options, layer)
+    run.stats["nrem"] = nrem.fuse(_settling_edge_pass(run), options, layer)
     ctx.result.stats["model"] = layer.stats()
 
 
@@ -62,5 +65,30 @@ def rem_step(ctx: JobContext, batch: BatchState) -> None:
         ctx.count("extends_edges_created", 0)
         return
     layer = model_layer(ctx, batch, run)
-    run.stats["rem"] = rem.associate(run, options, layer)
+    run.stats["rem"] = rem.associate(_settling_edge_pass(run), options, layer)
     ctx.result.stats["model"] = layer.stats()
+
+
+def _settling_edge_pass(run: SleepRun) -> SleepRun:
+    """`run` whose first write first records tonight's edge pass as done, when it ran in this run.
+
+    Edges written tonight after the edges stage must not be downscaled tonight by a later run. The
+    edges stage marks its night done only when it had work; when it ran in this run and found none,
+    this marks it right before NREM or REM writes, so a second run that night (or one started again
+    after a kill) leaves the new edges at their first weight, as the uninterrupted night does.
+    """
+    figures = run.stats.get("edges") or {}
+    if figures.get("planned") != 0 or figures.get("done_before"):
+        return run
+    first_write = run.before_write
+
+    def before_write() -> None:
+        first_write()
+        state_db = run.open_state()
+        try:
+            if not store.stage_done(state_db, run.night.key, edges.STAGE):
+                store.mark_stage_done(state_db, run.night.key, edges.STAGE, isoformat(utc_now()))
+        finally:
+            state_db.close()
+
+    return dataclasses.replace(run, before_write=before_write)
