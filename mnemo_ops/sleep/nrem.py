@@ -22,7 +22,8 @@ waits for the next night, as it does when the call fails or the night's model bu
 **The row** is an episodic memory (source ``sleep-nrem``) with ``summary_of`` = its sources, importance
 = their highest, confidence (metadata) = their lowest, the tier of the summary repair
 (``evening_batch.summary_tier``) and the newest source's timestamp, so recall's cross-tier dedup never
-lets it bury them; ``metadata.method`` says what wrote it; its prominence is capped at
+lets it bury them; ``metadata.method`` says what wrote it. It does not decay (``kinds.DERIVED``: dated
+like its sources, it would otherwise be forgotten with them at once) and its prominence is capped at
 ``summary_prominence_cap``. A ``mnemo:derives`` edge links it to each source. The row and its edges are
 written in one transaction, with a fixed id made from the fingerprint: a run killed anywhere leaves a
 whole summary or none, and the next run writes what is missing exactly once.
@@ -45,11 +46,11 @@ from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.database import transactions
 from mnemo_ops.models import EXTRACTIVE, Evidence, MalformedAnswer, Request, is_private_row
 from mnemo_ops.settings import Settings
-from mnemo_ops.sleep import clusters, edges, extractive, prominence, store
+from mnemo_ops.sleep import clusters, edges, extractive, kinds, prominence, store
 from mnemo_ops.sleep.context import SleepRun
 
-SOURCE = "sleep-nrem"
-"""The ``source`` of every summary NREM writes."""
+SOURCE = kinds.DERIVED_SOURCES[0]
+"""The ``source`` of every summary NREM writes (``sleep-nrem``; exempt from decay, see ``kinds``)."""
 FUSIONS = "sleep_fusions"
 STAGE = "nrem-plan"
 MAX_CANDIDATES = 20000

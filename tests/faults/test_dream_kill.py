@@ -4,8 +4,10 @@ night exactly as an uninterrupted one (same summaries, same edges, each once).""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from tests.sleep.test_nrem_rem import dream_template
 
 __all__ = ["dream_template"]  # the fixture, used by name below
 ROOT = Path(__file__).resolve().parents[2]
+WRITER = Path(__file__).with_name("live_writer.py")
 
 
 def picture(layout) -> dict:
@@ -78,3 +81,29 @@ def test_a_killed_night_finishes_as_if_never_interrupted(
     rerun = run_night(settings_for(layout, layout.directory))
     assert rerun.status == "ok", rerun.error
     assert picture(layout) == reference
+
+
+def test_nrem_and_rem_beside_a_live_agent(dream_template, reference, tmp_path):
+    """A live agent writes through Mnemosyne the whole night long: none of its writes fails, every
+    one is kept, and the night writes what the quiet night wrote."""
+    layout = copy_sample(dream_template[0], tmp_path / "home")
+    stop_file, report_file = layout.directory / "stop", layout.directory / "writer.json"
+    writer = subprocess.Popen(
+        [sys.executable, str(WRITER), str(layout.db_path), str(stop_file), str(report_file)],
+        env=layout.environ(),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not Path(f"{report_file}.started").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        result = run_night(settings_for(layout, layout.directory))
+    finally:
+        stop_file.write_text("stop")
+        writer.wait(timeout=60)
+    assert result.status == "ok", result.error
+    report = json.loads(report_file.read_text())
+    assert report["errors"] == [], json.dumps(report["details"], indent=1)
+    assert report["written"], "the writer wrote nothing: the test proved nothing"
+    present = {row[0] for row in query(layout.db_path, "SELECT id FROM working_memory")}
+    assert set(report["written"]) <= present
+    assert picture(layout)["summaries"] == reference["summaries"]

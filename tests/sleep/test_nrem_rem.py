@@ -12,6 +12,7 @@ import pytest
 from freezegun import freeze_time
 
 from mnemo_ops import database
+from mnemo_ops.jobs import run_job
 from mnemo_ops.models.answers import MalformedAnswer
 from mnemo_ops.sleep import clusters, extractive, nrem, rem
 from tests.conftest import copy_sample
@@ -284,3 +285,31 @@ def test_clusters_and_seeds_are_the_same_for_a_fixed_night():
     parts = clusters.components(texts, links)
     assert ["w:1", "w:2", "w:3"] in parts and ["w:4"] in parts
     assert clusters.fingerprint(["w:2", "w:1"]) == clusters.fingerprint(["w:1", "w:2", "w:1"])
+
+
+def test_a_guarded_night_on_the_aged_conversation_home(conversations, tmp_path):
+    """The whole evening batch under the recall guard, after memory-maintain linked the home:
+    bounded summaries are written, and recall is at or above its value before (the sources' own
+    stamps are Mnemosyne's consolidation's here; the small home shows NREM never touches them)."""
+    layout = conversations
+    quick = settings_for(layout, tmp_path, "guard:\n  enabled: false\n")
+    assert run_job(quick, "memory-maintain", show_progress=False).status == "ok"
+    night = run_job(
+        settings_for(layout, tmp_path, "guard:\n  probes: 80\n"),
+        "evening-batch",
+        show_progress=False,
+    )
+    assert night.status == "ok", night.error
+    guard = night.stats["guard"]
+    assert guard["verdict"] == "ok" and not guard["problems"], guard
+    for name, value in guard["before"].items():
+        assert guard["after"][name] >= value, (name, guard)
+    fused = _summaries(layout.db_path)
+    assert len(fused) == night.changes["summaries_fused"] > 0
+    working = _working(layout.db_path)
+    for row in fused:
+        members = row["summary_of"].split(",")
+        assert len(row["content"]) <= 600
+        assert len(row["content"]) < sum(len(working[i][1]) for i in members)
+        assert json.loads(row["metadata_json"])["nrem"]["basis"] == "edges"
+    assert night.changes["extends_edges_created"] == len(_edges(layout.db_path, "mnemo:extends"))
