@@ -46,7 +46,7 @@ from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.database import transactions
 from mnemo_ops.models import EXTRACTIVE, Evidence, MalformedAnswer, Request, is_private_row
 from mnemo_ops.settings import Settings
-from mnemo_ops.sleep import clusters, edges, extractive, kinds, prominence, store
+from mnemo_ops.sleep import clusters, edges, extractive, kinds, observe, prominence, store
 from mnemo_ops.sleep.context import SleepRun
 
 SOURCE = kinds.DERIVED_SOURCES[0]
@@ -575,3 +575,42 @@ def _fuse_one(run, options, layer, state_db, connection, cluster, members, total
     totals["derives_edges"] += outcome.edges
     totals["methods"][method] = totals["methods"].get(method, 0) + 1
     _settle(state_db, cluster, WRITTEN, method, None)
+    _observe_summary(run, state_db, connection, cluster.summary_id, options.prominence_cap)
+
+
+def _observe_summary(run: SleepRun, state_db, connection, summary_id: str, cap: float) -> None:
+    """Record the new summary in ``sleep_memories`` as the next observe pass would (its inputs,
+    prominence capped), so a second run tonight finds nothing new and writes nothing."""
+    columns = set(database.column_names(connection, store.EPISODIC))
+    wanted = [name if name in columns else "NULL" for name in observe_columns()]
+    row = connection.execute(
+        f"SELECT {', '.join(wanted)} FROM episodic_memory WHERE id = ?", (summary_id,)
+    ).fetchone()
+    if row is None:
+        return
+    key = store.key_of(store.EPISODIC, summary_id)
+    inputs = observe.inputs_of(tuple(row), store.EPISODIC, set(), local_timestamp())
+    prominence.register_functions(state_db.conn, run.options.retention, run.night.reference)
+    with state_db.conn:
+        state_db.conn.execute(
+            f"INSERT OR IGNORE INTO {store.MEMORIES} (memory_key, kind, importance, confidence, "
+            "anchor, exempt, live, reinforced, first_night, dirty) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, 1)",
+            (key, *inputs, run.night.key),
+        )
+        state_db.conn.execute(
+            f"UPDATE {store.MEMORIES} SET prominence = min(?, mnemo_prominence(kind, anchor, "
+            "confirmations, last_confirmed, importance, confidence, exempt IS NOT NULL)) "
+            "WHERE memory_key = ? AND dirty = 1",
+            (cap, key),
+        )
+        state_db.conn.execute(
+            f"UPDATE {store.MEMORIES} SET utility = mnemo_utility(prominence, confirmations), "
+            "band = mnemo_band(prominence), dirty = 0 WHERE memory_key = ? AND dirty = 1",
+            (key,),
+        )
+
+
+def observe_columns() -> tuple[str, ...]:
+    """The columns ``observe.inputs_of`` reads, in its order."""
+    return observe._COLUMNS
