@@ -264,6 +264,30 @@ SCHEMA: dict[str, Any] = {
         "contradiction_density": Option(
             float, 0.3, "fraction", "pending contradictions per edge that fire a sleep"
         ),
+        # NREM fusion and REM association (sleep/nrem.py, sleep/rem.py, README "NREM", "REM").
+        "nrem": Option(bool, True, help="false: no summaries are fused"),
+        "nrem_min_prominence": Option(float, 0.05, "fraction", "candidates have at least this"),
+        "nrem_max_prominence": Option(float, 0.8, "fraction", "candidates have less than this"),
+        "nrem_min_cluster": Option(int, 3, "positive", "members a cluster needs at least"),
+        "nrem_max_cluster": Option(int, 8, "positive", "members one summary covers at most"),
+        "nrem_clusters_per_night": Option(int, 10, "non_negative", "summaries fused per night"),
+        "max_summary_chars": Option(int, 600, "positive", "a summary is at most this long"),
+        "summary_prominence_cap": Option(
+            float, 0.6, "fraction", "a fused summary's prominence never exceeds this"
+        ),
+        "rem": Option(bool, True, help="false: no extends edges are added"),
+        "rem_seeds": Option(int, 6, "non_negative", "seeds drawn per night"),
+        "rem_seeds_per_kind": Option(int, 2, "positive", "seeds of one kind per night at most"),
+        "rem_seed_noise": Option(
+            (int, float), 0.5, "non_negative", "sigma of the seeds' Gaussian draw noise"
+        ),
+        "rem_hops": Option(int, 4, "positive", "hops of spreading activation"),
+        "rem_decay": Option(float, 0.4, "fraction", "activation kept per hop"),
+        "rem_noise": Option((int, float), 0.6, "non_negative", "sigma of each hop's noise"),
+        "rem_candidates_per_seed": Option(int, 8, "non_negative", "pairs judged per seed"),
+        "rem_min_score": Option(
+            (int, float), 3, "positive", "a pair averaging this (1..5) gets an extends edge"
+        ),
     },
     "memory_maintain": {
         "k": Option(int, 3, "positive", "edges per orphan"),

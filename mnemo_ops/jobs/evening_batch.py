@@ -3,8 +3,9 @@
 The steps run in order. A failing step is recorded with its error and the later steps still run;
 the job then fails (exit 1) with every step's error collected, as borgmatic does, so monitoring sees
 it. The sleep stages (``mnemo_ops/sleep``: reinforcement, prominence, forgetting, edges) run after
-the summary repair, so they see the new episodic rows, and before the maps, so the maps see what
-they changed.
+the summary repair, so they see the new episodic rows, then NREM fuses clusters into summaries
+and REM adds associations (``sleep/nrem.py``, ``sleep/rem.py``), all before the maps, so the maps
+see what they changed.
 
 With ``--if-needed`` (or ``evening_batch.scheduled_if_needed`` for the scheduled run) the batch
 runs only when an adaptive trigger holds (``sleep.triggers``); that is decided in `preflight`,
@@ -20,8 +21,8 @@ from mnemo_ops.core.clock import local_now, utc_now
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.guard.recall_guard import mark_not_needed
+from mnemo_ops.sleep import dream_steps, triggers
 from mnemo_ops.sleep import steps as sleep_steps
-from mnemo_ops.sleep import triggers
 from mnemo_ops.sleep.config import SleepOptions
 from mnemo_ops.sleep.night import TRIGGERS_KEY
 from mnemo_ops.topics import steps as map_steps
@@ -33,6 +34,8 @@ STEPS: tuple[Step, ...] = (
     Step("prominence", sleep_steps.prominence_step),
     Step("forgetting", sleep_steps.forgetting_step),
     Step("edges", sleep_steps.edges_step),
+    Step("nrem", dream_steps.nrem_step),
+    Step("rem", dream_steps.rem_step),
     Step("topic-map", map_steps.topic_map_step),
     Step("seed-map", map_steps.seed_map_step),
     Step("freshness", map_steps.freshness_step),

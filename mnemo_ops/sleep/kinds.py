@@ -16,7 +16,8 @@ weight (``mnemosyne.core.veracity_consolidation.VERACITY_WEIGHTS`` in 3.15: stat
 inferred 0.7, imported 0.6, tool 0.5).
 
 Identity rows (exempt from decay and never archived): `source` identity, or metadata naming the kind
-identity (``"surface_kind"`` or ``"kind"``, as Mnemosyne's shared-memory tool writes it).
+identity (``"surface_kind"`` or ``"kind"``, as Mnemosyne's shared-memory tool writes it). NREM's
+summaries (`source` ``sleep-nrem``) are exempt too (``derived``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ VERACITY_CONFIDENCE = {
 IDENTITY = "identity"
 PINNED = "pinned"
 LINEAGE = "lineage"
+DERIVED = "derived"
+DERIVED_SOURCES = ("sleep-nrem",)
+"""NREM's summaries (``sleep/nrem.py``): dated like their sources, so recall never lets them bury
+them, they would look as old as their sources and be forgotten at once; they are the gist that
+outlives the sources, so they do not decay (their prominence is capped instead)."""
 """Reasons a memory is exempt from decay (and never archived), in the order they are checked."""
 
 METADATA_HINTS = ("confidence", "identity")
@@ -115,11 +121,13 @@ def is_identity(source: str | None, metadata_json: str | None) -> bool:
 def exemption(
     pinned: bool, source: str | None, metadata_json: str | None, holds_lineage: bool
 ) -> str | None:
-    """Why a memory is exempt from decay and forgetting (pinned, identity, lineage), or None."""
+    """Why a memory is exempt from decay and forgetting (pinned, identity, lineage, derived), or None."""
     if pinned:
         return PINNED
     if is_identity(source, metadata_json):
         return IDENTITY
     if holds_lineage:
         return LINEAGE
+    if (source or "") in DERIVED_SOURCES:
+        return DERIVED
     return None

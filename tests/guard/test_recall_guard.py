@@ -66,10 +66,12 @@ def recall(layout, probe_list) -> Measurement:
 
 
 def summaries(db: Path) -> list[tuple]:
+    """Mnemosyne's summaries (not the sleep stages' NREM summaries, which nothing repairs)."""
     connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         return connection.execute(
-            "SELECT id, tier, timestamp, summary_of FROM episodic_memory ORDER BY id"
+            "SELECT id, tier, timestamp, summary_of FROM episodic_memory "
+            "WHERE coalesce(source, '') != 'sleep-nrem' ORDER BY id"
         ).fetchall()
     finally:
         connection.close()

@@ -12,7 +12,7 @@ from mnemo_ops.consolidation.episodic import sleep_cutoff
 from mnemo_ops.core import exit_codes, state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.database import transactions
-from mnemo_ops.jobs import run_job
+from mnemo_ops.jobs import evening_batch, run_job
 from mnemo_ops.topics import store
 from tests.conftest import run_cli
 from tests.purity import assert_unchanged, sample_snapshot
@@ -35,10 +35,13 @@ def _working_rows(db_path):
 
 
 def _episodic_rows(db_path):
+    """Mnemosyne's summaries (the sleep stages' NREM summaries have tests of their own)."""
     connection = database.open_memory_db(db_path, readonly=True)
     try:
         return database.fetch_dicts(
-            connection, "SELECT id, summary_of, source FROM episodic_memory"
+            connection,
+            "SELECT id, summary_of, source FROM episodic_memory "
+            "WHERE coalesce(source, '') != 'sleep-nrem'",
         )
     finally:
         connection.close()
@@ -166,6 +169,7 @@ SOURDOUGH = [
     "Feeding the sourdough starter twice a day keeps it lively",
     "Dana shared her sourdough discard pancake recipe",
     "A cold kitchen slowed the sourdough fermentation",
+    "Dana bakes the sourdough at 250 degrees in a dutch oven",
 ]
 
 
@@ -192,12 +196,14 @@ def test_stale_map_is_reported_when_more_than_the_threshold_changed(sample, samp
     fresh = json.loads(cli("--json", "topics").stdout)
     assert not [w for w in fresh["warnings"] if w["code"].endswith("-stale")]
 
-    _add_working_rows(sample.db_path, SOURDOUGH)  # 5 of ~49 live memories: over 10%
+    _add_working_rows(
+        sample.db_path, SOURDOUGH
+    )  # 6 of ~52 live memories (NREM's summaries included): over 10%
 
     stale = json.loads(cli("--json", "topics").stdout)
     codes = {warning["code"] for warning in stale["warnings"]}
     assert {"topic-map-stale", "seed-map-stale"} <= codes
-    assert stale["freshness"]["changed_memories"] == 5
+    assert stale["freshness"]["changed_memories"] == len(SOURDOUGH)
     rerun = run_job(sample_settings, JOB, show_progress=False)
     assert rerun.stats["topic_map"]["mode"] == "full"  # too much changed for an incremental pass
     assert not [w for w in rerun.warnings if w.code.endswith("-stale")]
@@ -278,7 +284,7 @@ def test_a_failing_step_is_collected_and_later_steps_still_run(sample):
         "ok",
     ]
     assert result["status"] == "failed" and result["error"].startswith(
-        "1 of 5 steps failed: consolidation:"
+        f"1 of {len(evening_batch.STEPS)} steps failed: consolidation:"
     )
     assert (sample.state_dir / "reports" / "topics.md").is_file()
     assert not _episodic_rows(sample.db_path)
