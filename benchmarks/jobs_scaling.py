@@ -33,7 +33,7 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
+from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
 
 JOBS = [
     "backup",
@@ -63,16 +63,6 @@ def build(directory: Path, rows: int) -> SampleLayout:
             check=True,
             env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
         )
-    return layout
-
-
-def copy(template: SampleLayout, target: Path) -> SampleLayout:
-    """A private copy whose Mnemosyne config.yaml points at the copy."""
-    shutil.copytree(template.directory, target, symlinks=True)
-    layout = SampleLayout(target)
-    config = layout.data_dir / "config.yaml"
-    if config.exists():
-        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
     return layout
 
 
@@ -142,7 +132,7 @@ def main() -> None:
         for job in jobs:
             work = Path(tempfile.mkdtemp(prefix="scaling-", dir=arguments.dir))
             try:
-                layout = copy(template, work / "home")
+                layout = copy_home(template, work / "home")
                 commands = prepare(layout, job, rows, arguments.max_rows)
                 for command in commands[:-1]:
                     run_measured(layout, command)

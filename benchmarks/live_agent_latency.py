@@ -31,7 +31,7 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
+from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
 
 AGENT = r"""
 import json, sys, time
@@ -89,16 +89,6 @@ def build(directory: Path, rows: int) -> SampleLayout:
         env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
     )
     print(f"built {rows:,} rows in {time.perf_counter() - started:.0f} s: {layout.db_path}")
-    return layout
-
-
-def copy(template: SampleLayout, target: Path) -> SampleLayout:
-    """A private copy whose Mnemosyne config.yaml points at the copy."""
-    shutil.copytree(template.directory, target, symlinks=True)
-    layout = SampleLayout(target)
-    config = layout.data_dir / "config.yaml"
-    if config.exists():
-        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
     return layout
 
 
@@ -189,7 +179,7 @@ def main() -> None:
     for job in arguments.jobs.split(","):
         work = Path(tempfile.mkdtemp(prefix=f"latency-{job}-", dir=arguments.dir))
         try:
-            layout = copy(template, work / "home")
+            layout = copy_home(template, work / "home")
             if job == "bridge-drain":
                 queue_items(layout, 300)
             rows.append(measure(layout, job, arguments.alone, arguments.config))

@@ -39,7 +39,7 @@ from mnemo_ops.evaluation.suite import load_suite  # noqa: E402
 from mnemo_ops.guard import probes  # noqa: E402
 from mnemo_ops.guard.measure import measure  # noqa: E402
 from mnemo_ops.samples.conversations import build  # noqa: E402
-from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
+from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 
 JOBS = ("memory-maintain", "evening-batch", "monthly-maintenance")
@@ -52,16 +52,6 @@ PROFILE_CONFIG = {
     "associative": "retrieval_eval:\n  profile: plain\n  enhanced_recall: true\n"
     "  use_associative: true\n",
 }
-
-
-def copy_home(template: SampleLayout, target: Path) -> SampleLayout:
-    """A private copy of the home, its Mnemosyne config pointed at the copy."""
-    shutil.copytree(template.directory, target, symlinks=True)
-    layout = SampleLayout(target)
-    config = layout.data_dir / "config.yaml"
-    if config.exists():
-        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
-    return layout
 
 
 def figures(layout: SampleLayout, probe_set, profile: str, scratch: Path) -> dict[str, float]:

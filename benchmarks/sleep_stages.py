@@ -45,7 +45,7 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
+from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
 
 NEW_SHARE = 0.01
 NEW_SEED = 11
@@ -140,16 +140,6 @@ def classify(layout: SampleLayout, after_rowid: int = 0) -> dict:
     finally:
         connection.close()
     return counts
-
-
-def copy(template: SampleLayout, target: Path) -> SampleLayout:
-    """A private copy whose Mnemosyne config.yaml points at the copy."""
-    shutil.copytree(template.directory, target, symlinks=True)
-    layout = SampleLayout(target)
-    config = layout.data_dir / "config.yaml"
-    if config.exists():
-        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
-    return layout
 
 
 def newest_timestamp(db_path: Path) -> datetime:
@@ -266,7 +256,7 @@ def run_size(template: SampleLayout, rows: int, work_root: Path) -> dict:
     """The three nights on a fresh copy of the `rows` home."""
     work = Path(tempfile.mkdtemp(prefix="sleep-", dir=work_root))
     try:
-        layout = copy(template, work / "home")
+        layout = copy_home(template, work / "home")
         first_moment = newest_timestamp(layout.db_path).replace(
             hour=21, minute=30, second=0, microsecond=0
         ) + timedelta(days=1)

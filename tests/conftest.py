@@ -4,13 +4,12 @@ copied per test), settings for it, and the CLI run as a real subprocess."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from mnemo_ops.samples.sample_database import SampleLayout, build_sample
+from mnemo_ops.samples.sample_database import SampleLayout, build_sample, copy_home
 from mnemo_ops.settings import Settings, load_settings
 from tests.other_mnemosyne import OtherMnemosyne
 from tests.other_mnemosyne import other_mnemosyne as find_other_mnemosyne
@@ -69,16 +68,8 @@ def other_sample_template(other_mnemosyne, tmp_path_factory) -> SampleLayout:
     )
 
 
-def copy_sample(template: SampleLayout, target) -> SampleLayout:
-    """A private copy of a built home (sample or conversations), its Mnemosyne config pointed at the copy."""
-    shutil.copytree(template.directory, target, symlinks=True)
-    layout = SampleLayout(target)
-    # Mnemosyne seeded config.yaml with the template's absolute data_dir, and its config wins over the
-    # environment: point the copy at itself so no test ever writes into the shared template.
-    config = layout.data_dir / "config.yaml"
-    if config.exists():
-        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
-    return layout
+copy_sample = copy_home
+"""A private copy of a built home for one test (``samples.sample_database.copy_home``)."""
 
 
 REALISTIC_ROWS = 50_000

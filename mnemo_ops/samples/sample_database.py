@@ -73,6 +73,20 @@ class SampleLayout:
         return env
 
 
+def copy_home(template: SampleLayout, target: Path) -> SampleLayout:
+    """A private copy of a built home (sample, conversations, realistic), pointed at itself.
+
+    Mnemosyne 3.15 seeds config.yaml with the home's absolute data_dir, and its config wins over the
+    environment: the copy's is rewritten so nothing run on the copy writes into the original.
+    """
+    shutil.copytree(template.directory, target, symlinks=True)
+    layout = SampleLayout(Path(target))
+    config = layout.data_dir / "config.yaml"
+    if config.exists():  # 4.0 reads it only when present and never seeds it
+        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
+    return layout
+
+
 def conversations_file() -> Path:
     """The sample conversations (fixtures/conversations/sample.json)."""
     return resource_dir("fixtures") / "conversations" / "sample.json"

@@ -9,7 +9,7 @@ import sys
 import time
 from datetime import datetime, timedelta
 
-from tests.conftest import run_cli
+from tests.conftest import copy_sample, run_cli
 
 
 def _state(db_path):
@@ -87,7 +87,7 @@ def test_kill_9_mid_evening_batch_then_rerun_completes(sample, sample_template, 
     config.write_text("evening_batch:\n  reclaim_stale_seconds: 1\n")
     _add_old_turns(sample)
     before = _state(sample.db_path)
-    reference = sample_template_copy(sample_template, tmp_path)
+    reference = copy_sample(sample_template, tmp_path / "reference")
     _add_old_turns(reference)
     started = time.monotonic()
     assert _start(reference, config).wait() == 0
@@ -140,18 +140,3 @@ def _kill_once_it_writes(process, db_path, expected, patience):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     return False
-
-
-def sample_template_copy(template, tmp_path):
-    """A second private copy of the sample, for the uninterrupted reference run."""
-    import shutil
-
-    from mnemo_ops.samples.sample_database import SampleLayout
-
-    target = tmp_path / "reference"
-    shutil.copytree(template.directory, target, symlinks=True)
-    layout = SampleLayout(target)
-    config = layout.data_dir / "config.yaml"
-    if config.exists():  # 3.15 seeds it on the first Mnemosyne(); 4.0 reads it only when present
-        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
-    return layout
