@@ -275,7 +275,8 @@ def test_summaries_of_mnemosynes_own_sleep_are_repaired_and_recall_comes_back(
     code, result = run_job(conversations, config=write_config(tmp_path))
 
     expected = slept["summaries_created"] if BURIES_ITS_SOURCES else 0  # 4.0: nothing to repair
-    assert code == 0 and result["changes"]["summaries_repaired"] == expected
+    assert code == 0, (result["error"], result["stats"].get("guard"))
+    assert result["changes"]["summaries_repaired"] == expected
     assert result["changes"]["items_consolidated"] == 0
     repaired = recall(conversations, fixed)
     assert within(unconsolidated, repaired, 0.02), (unconsolidated.metrics(), repaired.metrics())
