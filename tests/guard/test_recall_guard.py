@@ -255,24 +255,24 @@ def _trial_has_summaries(db: Path) -> bool:
 
 
 def test_summaries_of_mnemosynes_own_sleep_are_repaired_and_recall_comes_back(
-    conversations, tmp_path
+    conversations, tmp_path, monkeypatch
 ):
     """Auto-sleep (the Hermes plugin leaves it on) consolidated the home before mnemo-ops ran."""
     fixed = probe_set(conversations)
     unconsolidated = recall(conversations, fixed)
-    os.environ.update(
-        {
-            key: value
-            for key, value in conversations.environ().items()
-            if key in ("HERMES_HOME", "MNEMOSYNE_DATA_DIR")
-        }
-    )
+    for key, value in conversations.environ().items():
+        if key in ("HERMES_HOME", "MNEMOSYNE_DATA_DIR"):
+            monkeypatch.setenv(key, value)  # restored after the test: later tests get their own
     slept = episodic.run_sleep(conversations.db_path, conversations.hermes_home, dry_run=False)
     assert slept["items_consolidated"] > 800
     collapsed = recall(conversations, fixed)
     assert within(unconsolidated, collapsed, TOLERANCE) is not BURIES_ITS_SOURCES
 
-    code, result = run_job(conversations, config=write_config(tmp_path))
+    # The repair alone: the sleep stages (and NREM's summaries) have their own guarded nights, and
+    # on this home they may trade a few probes for better ranks (recall@5 0.512 -> 0.500 with MRR
+    # 0.400 -> 0.475, seen once), which the guard refuses; that would hide what is measured here.
+    repair_only = write_config(tmp_path, "sleep:\n  enabled: false\n")
+    code, result = run_job(conversations, config=repair_only)
 
     expected = slept["summaries_created"] if BURIES_ITS_SOURCES else 0  # 4.0: nothing to repair
     assert code == 0, (result["error"], result["stats"].get("guard"))
@@ -280,7 +280,7 @@ def test_summaries_of_mnemosynes_own_sleep_are_repaired_and_recall_comes_back(
     assert result["changes"]["items_consolidated"] == 0
     repaired = recall(conversations, fixed)
     assert within(unconsolidated, repaired, 0.02), (unconsolidated.metrics(), repaired.metrics())
-    code, again = run_job(conversations, config=write_config(tmp_path))
+    code, again = run_job(conversations, config=repair_only)
     assert code == 0 and again["changes"]["summaries_repaired"] == 0  # idempotent
     # Nothing written on the trial copy: recall cannot have changed and the guard measured nothing.
     assert again["stats"]["guard"]["unchanged"] is True and "before" not in again["stats"]["guard"]
