@@ -21,14 +21,13 @@ import dataclasses
 import json
 import os
 import random
-import sqlite3
 import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.samples.sample_database import SampleLayout
+from mnemo_ops.samples.sample_database import SampleLayout, backdate
 
 TOPICS = {
     "garden": [
@@ -499,14 +498,7 @@ def _write(spec: dict[str, Any]) -> dict[str, str | None]:
             ids[turn.key] = memory_id
             if memory_id:
                 ages.append((memory_id, (start + timedelta(seconds=40 * position)).isoformat()))
-    connection = sqlite3.connect(db_path)
-    with connection:
-        connection.executemany(
-            "UPDATE working_memory SET timestamp = ?2, created_at = ?2 WHERE id = ?1", ages
-        )
-        connection.executemany("UPDATE memories SET timestamp = ?2 WHERE id = ?1", ages)
-    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    connection.close()
+    backdate(db_path, ages)
     return ids
 
 

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.samples.sample_database import SampleLayout
+from mnemo_ops.samples.sample_database import SampleLayout, backdate
 
 PRIVATE_MARKER = "zanzibar-private-marker"
 API_KEY = "sk-proj-REFLECTIONFIXTURE0123456789"
@@ -227,14 +227,7 @@ def _write(spec: dict[str, Any]) -> dict[str, str]:
             if memory_id:
                 ids[text] = memory_id
                 ages.append((memory_id, (start + timedelta(minutes=position)).isoformat()))
-    connection = sqlite3.connect(db_path)
-    with connection:
-        connection.executemany(
-            "UPDATE working_memory SET timestamp = ?2, created_at = ?2 WHERE id = ?1", ages
-        )
-        connection.executemany("UPDATE memories SET timestamp = ?2 WHERE id = ?1", ages)
-    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    connection.close()
+    backdate(db_path, ages)
     return ids
 
 

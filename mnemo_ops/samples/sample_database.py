@@ -73,6 +73,23 @@ class SampleLayout:
         return env
 
 
+def backdate(db_path: Path, ages: list[tuple[str, str]]) -> None:
+    """Give rows written through Mnemosyne's API the times of the conversation they stand for.
+
+    `ages` holds (memory id, ISO time). Mnemosyne stamps every row "now"; an aged home needs its
+    turns spread over the past (working_memory and its legacy ``memories`` twin), then the WAL
+    checkpointed into the file so a copy of the file alone is complete.
+    """
+    connection = sqlite3.connect(db_path)
+    with connection:
+        connection.executemany(
+            "UPDATE working_memory SET timestamp = ?2, created_at = ?2 WHERE id = ?1", ages
+        )
+        connection.executemany("UPDATE memories SET timestamp = ?2 WHERE id = ?1", ages)
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+
+
 def copy_home(template: SampleLayout, target: Path) -> SampleLayout:
     """A private copy of a built home (sample, conversations, realistic), pointed at itself.
 
