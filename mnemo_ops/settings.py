@@ -304,6 +304,12 @@ SCHEMA: dict[str, Any] = {
         "match_budget": Option(
             int, 400, "non_negative", "FTS matches scored per orphan at most (0: all, exact)"
         ),
+        "backstop_max_rows": Option(
+            int,
+            20000,
+            "positive",
+            "canonical facts the backstop closes or promotes per run (the next run goes on)",
+        ),
     },
     "backup": {
         "keep": Option(int, 7, "positive", "verified daily checkpoints kept"),

@@ -49,6 +49,21 @@ class BackstopPlan:
     reasons: dict[str, int] = dataclasses.field(default_factory=dict)
     slot_taken: list[str] = dataclasses.field(default_factory=list)
 
+    def limited(self, max_rows: int) -> BackstopPlan:
+        """At most `max_rows` changes of this plan, closes first (as `apply` writes them).
+
+        The rest is found again by the next run's plan: a promoted row then has its current
+        lineage and a closed one is no longer current, so capped runs resume without a cursor.
+        """
+        close = self.close[:max_rows]
+        promote = self.promote[: max(0, max_rows - len(close))]
+        return dataclasses.replace(self, close=close, promote=promote)
+
+    @property
+    def size(self) -> int:
+        """How many rows the plan changes."""
+        return len(self.close) + len(self.promote)
+
     def to_stats(self) -> dict[str, Any]:
         """Counts by reason, for the job's stats."""
         return {

@@ -1,7 +1,8 @@
 """memory-maintain: the canonical promotion backstop, then orphan linking (DESIGN section 4).
 
 Options: the ``memory_maintain`` section of the settings schema (``k``, ``min_score``,
-``max_rows_per_run``, ``batch_size``, ``match_budget``), also as ``--option KEY=VALUE`` for one run.
+``max_rows_per_run``, ``batch_size``, ``match_budget``, ``backstop_max_rows``), also as
+``--option KEY=VALUE`` for one run.
 """
 
 from __future__ import annotations
@@ -164,15 +165,29 @@ def _backstop(ctx: JobContext, connection) -> None:
             f"auto slot (first: {plan.slot_taken[0]})",
             severity="info",
         )
+    # A large history that predates the trigger (290k facts at 1M rows) is worked off over several
+    # runs: each run's share is bounded, and the marks below move only once a pass is complete.
+    this_run = plan.limited(ctx.options["backstop_max_rows"])
+    capped = this_run.size < plan.size
+    ctx.result.stats["canonical"]["this_run"] = this_run.size
+    if capped:
+        ctx.warn(
+            "canonical-backstop-capped",
+            f"the backstop changes {this_run.size} of {plan.size} canonical facts this run "
+            "(backstop_max_rows); the next run goes on",
+            severity="info",
+        )
     if ctx.dry_run:
-        ctx.count("canonical_closed", len(plan.close))
-        ctx.count("canonical_promoted", len(plan.promote))
+        ctx.count("canonical_closed", len(this_run.close))
+        ctx.count("canonical_promoted", len(this_run.promote))
         return
-    if plan.close or plan.promote:
+    if this_run.size:
         ctx.before_write()
-    closed, promoted = backstop.apply(connection, owner, plan, now)
+    closed, promoted = backstop.apply(connection, owner, this_run, now)
     ctx.count("canonical_closed", closed)
     ctx.count("canonical_promoted", promoted)
+    if capped:
+        return
     # Only a pass with the trigger in place may start the incremental ones (the mark says that
     # every row up to it has been seen by the trigger or by this backstop).
     state, save = _state_writer(ctx)

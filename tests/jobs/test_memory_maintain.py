@@ -351,3 +351,30 @@ def test_backstop_is_always_full_without_the_trigger(sample):
     again = run_job(sample)
     assert again["stats"]["canonical"]["mode"] == "full"
     assert again["changes"]["canonical_promoted"] == 1
+
+
+def test_backstop_cap_spreads_a_large_backlog_over_runs_and_ends_where_one_run_ends(
+    sample, tmp_path
+):
+    """A history that predates the trigger is promoted a bounded share per run (issue 20: 290k
+    facts at 1M rows made one run pass its timeout); the marks move only once the pass is whole, or
+    the incremental runs that follow would never see the rest."""
+    reference = copy_sample(sample, tmp_path / "reference")
+    for layout in (sample, reference):
+        assert run_cli(layout, "trigger", "install").returncode == 0
+    run_job(reference)
+    capped = ("-o", "backstop_max_rows=3")
+    dry = run_job(sample, "--dry-run", *capped)
+    runs = [run_job(sample, *capped)]
+    assert dry["changes"] == runs[0]["changes"]
+    while runs[-1]["changes"]["canonical_promoted"] == 3:
+        runs.append(run_job(sample, *capped))
+        assert len(runs) < 10
+    assert [run["changes"]["canonical_promoted"] for run in runs] == [3, 3, 3, 1]
+    assert [run["stats"]["canonical"]["mode"] for run in runs] == ["full"] * 4
+    warned = ["canonical-backstop-capped" in {w["code"] for w in run["warnings"]} for run in runs]
+    assert warned == [True, True, True, False]
+    assert current_auto_facts(sample.db_path) == current_auto_facts(reference.db_path)
+    after = run_job(sample, *capped)
+    assert after["stats"]["canonical"]["mode"] == "incremental"
+    assert after["changes"]["canonical_promoted"] == 0
