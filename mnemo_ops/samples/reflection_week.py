@@ -150,9 +150,21 @@ def build(directory: Path, now: datetime | None = None) -> SampleLayout:
     for block in ("MEMORY.md", "USER.md"):
         (layout.memory_blocks_dir / block).write_text("", encoding="utf-8")
     moment = now or datetime.now()
+    add_week(layout, moment)
+    write_hermes_store(layout.hermes_home / "state.db", moment)
+    return layout
+
+
+def add_week(layout: SampleLayout, now: datetime | None = None) -> None:
+    """Write the week's sessions through Mnemosyne into the home's database (new or existing).
+
+    Mnemosyne runs in a child process, so the caller's process never holds a Mnemosyne connection
+    beside its own SQLite library.
+    """
     environment = dict(os.environ)
     environment.update(layout.environ())
     environment["MNEMOSYNE_NO_EMBEDDINGS"] = "1"
+    moment = now or datetime.now()
     completed = subprocess.run(
         [sys.executable, "-m", "mnemo_ops.samples.reflection_week"],
         input=json.dumps({"db_path": str(layout.db_path), "now": moment.isoformat()}),
@@ -162,9 +174,7 @@ def build(directory: Path, now: datetime | None = None) -> SampleLayout:
         check=False,
     )
     if completed.returncode != 0:
-        raise RuntimeError(f"building the reflection home failed: {completed.stderr[-2000:]}")
-    write_hermes_store(layout.hermes_home / "state.db", moment)
-    return layout
+        raise RuntimeError(f"writing the reflection week failed: {completed.stderr[-2000:]}")
 
 
 def write_hermes_store(path: Path, now: datetime) -> None:

@@ -5,7 +5,9 @@ notices; on a real database of 100k rows memory-maintain made 89% of the agent's
 the agent is a separate process writing through the real ``Mnemosyne.remember`` at the Hermes
 plugin's pace (50 writes/s, every fourth a user-stated fact), beside each job on 50k generated rows
 of realistic text (``tests/conftest.py``: built once per session, copied per test). Required: the
-job succeeds, the agent sees zero errors, and every row it wrote is there afterwards.
+job succeeds and changes something, the agent sees zero errors, and every row it wrote is there
+afterwards. The jobs that write through Mnemosyne's own ``remember`` (self-reflection with the test
+model on a week of sessions written into the home, memory-block-migrate on full blocks) are here too.
 
 Each job's work is capped so the suite stays within its budget (memory-maintain links a few
 thousand orphans per run, twice: the first run and a resumed one); the caps keep the work large
@@ -24,7 +26,10 @@ from pathlib import Path
 import pytest
 
 from mnemo_ops import database
+from mnemo_ops.samples import reflection_week
+from tests.block_migration.helpers import install_full_blocks
 from tests.conftest import run_cli
+from tests.models.plugin import model_plugin_environment
 
 pytestmark = pytest.mark.realistic
 
@@ -41,7 +46,24 @@ RUNS = {
     "evening-batch": [["run", "evening-batch"]],
     "bridge-drain": [["run", "bridge-drain"]],
     "monthly-maintenance": [["run", "monthly-maintenance"]],
+    # The two jobs that write through Mnemosyne's own remember (issue 20: "each new job as it
+    # lands"): the week's lessons from the test model, and the full memory blocks moved.
+    "self-reflection": [["run", "self-reflection"]],
+    "memory-block-migrate": [["run", "memory-block-migrate"]],
 }
+
+
+def _prepare(layout, job: str, tmp_path: Path) -> tuple[str, dict[str, str]]:
+    """What `job` needs beyond the home: config text and environment (the test model, the blocks)."""
+    if job == "self-reflection":
+        # The generated text holds no lesson the test model finds: the week of sessions that
+        # does is written into the large home through Mnemosyne first.
+        reflection_week.add_week(layout)
+        environment = model_plugin_environment(tmp_path / "model")
+        return "owner: dana\nmodels:\n  model: mnemo-test\n  remote: false\n", environment
+    if job == "memory-block-migrate":
+        install_full_blocks(layout)
+    return "", {}
 
 
 def _start_writer(layout, report_file: Path, stop_file: Path) -> subprocess.Popen:
@@ -74,9 +96,10 @@ def _describe(report: dict) -> str:
 
 
 @pytest.mark.parametrize("job", sorted(RUNS))
-def test_job_beside_a_live_agent_at_realistic_size(realistic, job):
+def test_job_beside_a_live_agent_at_realistic_size(realistic, job, tmp_path):
+    extra_config, environment = _prepare(realistic, job, tmp_path)
     config = realistic.directory / "no-guard.yaml"
-    config.write_text("guard:\n  enabled: false\n")
+    config.write_text("guard:\n  enabled: false\n" + extra_config)
     stop_file = realistic.directory / "stop"
     report_file = realistic.directory / "writer.json"
     writer = _start_writer(realistic, report_file, stop_file)
@@ -85,7 +108,14 @@ def test_job_beside_a_live_agent_at_realistic_size(realistic, job):
         for arguments in RUNS[job]:
             results.append(
                 run_cli(
-                    realistic, "--json", "--config", str(config), *arguments, "--force", timeout=600
+                    realistic,
+                    "--json",
+                    "--config",
+                    str(config),
+                    *arguments,
+                    "--force",
+                    timeout=600,
+                    env=environment or None,
                 )
             )
     finally:
@@ -97,6 +127,8 @@ def test_job_beside_a_live_agent_at_realistic_size(realistic, job):
         data = json.loads(result.stdout)
         assert result.returncode == 0, (data.get("error"), result.stderr[-2000:])
         assert data["status"] == "ok"
+        wrote = any(data["changes"].values()) or data["stats"]["transactions"]["count"]
+        assert wrote, f"{job} changed nothing: the test proved nothing"
         # The longest write transaction of the run is in its stats (and so in the ledger).
         assert "longest_write_transaction_ms" in data["stats"]["transactions"], data["stats"]
     assert report["written"], "the agent wrote nothing: the test proved nothing"
