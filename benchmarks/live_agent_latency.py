@@ -58,8 +58,40 @@ while not stop.exists():
 report.write_text(json.dumps(samples))
 """
 
-JOBS = ["backup", "memory-maintain", "evening-batch", "bridge-drain", "monthly-maintenance"]
+JOBS = [
+    "backup",
+    "memory-maintain",
+    "evening-batch",
+    "bridge-drain",
+    "monthly-maintenance",
+    "self-reflection",
+    "memory-block-migrate",
+]
 RUNS = {"memory-maintain": 2}  # the first run, then the resumed one
+
+
+def prepare(layout: SampleLayout, job: str) -> tuple[Path | None, dict[str, str]]:
+    """What `job` needs beyond the home: a config file and environment, or (None, {}).
+
+    bridge-drain gets 300 captured items; self-reflection a week of sessions written through
+    Mnemosyne and the test model of ``tests/models`` (the llm call path, no network);
+    memory-block-migrate the full memory blocks of ``fixtures/memory_blocks``.
+    """
+    if job == "bridge-drain":
+        queue_items(layout, 300)
+    if job == "self-reflection":
+        from mnemo_ops.samples import reflection_week
+        from tests.models.plugin import model_plugin_environment
+
+        reflection_week.add_week(layout)
+        config = layout.directory / "reflection.yaml"
+        config.write_text("owner: dana\nmodels:\n  model: mnemo-test\n  remote: false\n")
+        return config, model_plugin_environment(layout.directory / "model")
+    if job == "memory-block-migrate":
+        layout.memory_blocks_dir.mkdir(parents=True, exist_ok=True)
+        for block in (REPOSITORY / "fixtures" / "memory_blocks").iterdir():
+            shutil.copyfile(block, layout.memory_blocks_dir / block.name)
+    return None, {}
 
 
 def environment(layout: SampleLayout) -> dict[str, str]:
@@ -111,7 +143,13 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
-def measure(layout: SampleLayout, job: str, alone_s: float, config: Path | None = None) -> dict:
+def measure(
+    layout: SampleLayout,
+    job: str,
+    alone_s: float,
+    config: Path | None = None,
+    extra_environment: dict[str, str] | None = None,
+) -> dict:
     """Agent latencies alone, then during the job's runs; the job's longest transaction."""
     stop, report = layout.directory / "stop", layout.directory / "agent.json"
     agent = subprocess.Popen(
@@ -128,7 +166,7 @@ def measure(layout: SampleLayout, job: str, alone_s: float, config: Path | None 
             [sys.executable, "-m", "mnemo_ops", "--json"]
             + (["--config", str(config)] if config else [])
             + ["run", job, "--force"],
-            env=environment(layout),
+            env={**environment(layout), **(extra_environment or {})},
             capture_output=True,
             text=True,
         )
@@ -180,9 +218,10 @@ def main() -> None:
         work = Path(tempfile.mkdtemp(prefix=f"latency-{job}-", dir=arguments.dir))
         try:
             layout = copy_home(template, work / "home")
-            if job == "bridge-drain":
-                queue_items(layout, 300)
-            rows.append(measure(layout, job, arguments.alone, arguments.config))
+            config, extra_environment = prepare(layout, job)
+            rows.append(
+                measure(layout, job, arguments.alone, arguments.config or config, extra_environment)
+            )
         finally:
             shutil.rmtree(work, ignore_errors=True)
         row = rows[-1]
