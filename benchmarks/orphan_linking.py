@@ -37,9 +37,12 @@ sys.path.insert(0, str(REPOSITORY))
 import apsw  # noqa: E402
 
 from mnemo_ops.core.clock import local_timestamp  # noqa: E402
+from mnemo_ops.guard import probes  # noqa: E402
+from mnemo_ops.guard.measure import measure  # noqa: E402
 from mnemo_ops.linking import orphans  # noqa: E402
 from mnemo_ops.samples.realistic_memories import add_realistic_memories  # noqa: E402
 from mnemo_ops.samples.sample_database import SampleLayout, build_sample  # noqa: E402
+from mnemo_ops.settings import load_settings  # noqa: E402
 
 CREATE_SCHEMA = """
 import sys
@@ -196,11 +199,16 @@ def quality(rows: int, budgets: list[int], cases: int) -> None:
     by id) as queries, recalled in their session with ``recall_enhanced(top_k=3,
     use_associative=True)`` (MNEMOSYNE_ENHANCED_RECALL=1, cross-session on); a hit is another memory
     of the same session among the results (the top 3 and up to 5 graph neighbours).
+
+    The recall guard's probes too (200 known-item probes drawn from the filled database, recalled
+    the way the Hermes plugin's prefetch asks, as the guard measures them): recall and MRR per
+    linker, so a linker that helps associative recall but costs the agent's prefetch shows it.
     """
     root = Path(tempfile.mkdtemp(prefix="orphan-linking-quality-"))
     try:
         db_path, _ = build_database(root / "filled", rows)
         connection = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        probe_set = probes.refresh(connection, None, 200).probes
         everything = connection.execute(
             "SELECT id, content, session_id FROM working_memory WHERE session_id LIKE 'session-%' "
             "ORDER BY id"
@@ -248,17 +256,23 @@ def quality(rows: int, budgets: list[int], cases: int) -> None:
                 check=True,
             )
             figures[budget] = json.loads(completed.stdout.strip().splitlines()[-1])
+            settings = load_settings(
+                db=trial_db, state_dir=trial / "state", environ=_environment(trial)
+            )
+            guard = measure(settings, trial_db, probe_set)
+            figures[budget].update({"probe_recall": guard.recall, "probe_mrr": guard.mrr})
             name = "exact (every match scored)" if budget is None else f"budget {budget}"
+            versus = (
+                f"  (vs exact: hit rate {figures[budget]['hit_rate'] - figures[None]['hit_rate']:+.3f}"
+                f", probe recall {guard.recall - figures[None]['probe_recall']:+.3f})"
+                if budget is not None
+                else ""
+            )
             print(
                 f"  {name:<28} edges {totals.edges_created:>7,}  link {elapsed:6.1f} s  "
                 f"hit rate {figures[budget]['hit_rate']:.3f}  precision "
-                f"{figures[budget]['precision']:.3f}"
-                + (
-                    f"  (hit rate {figures[budget]['hit_rate'] - figures[None]['hit_rate']:+.3f} "
-                    "vs exact)"
-                    if budget is not None
-                    else ""
-                ),
+                f"{figures[budget]['precision']:.3f}  guard probes ({guard.profile}) recall "
+                f"{guard.recall:.3f} MRR {guard.mrr:.3f}" + versus,
                 flush=True,
             )
     finally:
