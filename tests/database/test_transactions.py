@@ -76,3 +76,38 @@ def test_busy_is_retried_whole_and_counted(tmp_path):
     assert connection.execute("SELECT count(*) FROM items").fetchone()[0] == 1
     holder.close()
     connection.close()
+
+
+def test_items_per_transaction_follow_the_commit_cost_the_clock_inside_cannot_see(tmp_path):
+    """A commit that costs per dirtied row (as SQLite's does: every page the items touched is written
+    at COMMIT) keeps transactions near the target: they are sized from the lock time per item of
+    the previous one. Sized by the in-transaction clock alone, cheap inserts filled the 20 ms with
+    every row and the commit then held the lock for 0.4 s."""
+    connection = _table(tmp_path)
+    policy = transactions.Policy(target_s=0.02, max_s=10.0, agent_share=0.0)
+    pending = [0]
+    committed: list[int] = []  # rows per commit
+
+    def insert(conn, number):
+        conn.execute("INSERT INTO items VALUES (?)", (number,))
+        pending[0] += 1
+        return number
+
+    def slow_commit() -> bool:
+        time.sleep(0.001 * pending[0])  # at least 1 ms per row at COMMIT
+        committed.append(pending[0])
+        pending[0] = 0
+        return False  # let the commit go on
+
+    connection.set_commit_hook(slow_commit)
+    with transactions.metered(policy) as meter:
+        results = transactions.write_items(connection, list(range(400)), insert, label="t")
+    connection.set_commit_hook(None)
+    assert results == list(range(400))
+    assert connection.execute("SELECT count(*) FROM items").fetchone()[0] == 400
+    assert sum(committed) == 400 and meter.count == len(committed)
+    # The first takes FIRST_ITEMS rows; every later one at most what fits in 20 ms at >= 1 ms a
+    # row, whatever the machine's load (a slower machine measures more per row, so fewer fit).
+    assert committed[0] == transactions.FIRST_ITEMS
+    assert max(committed) <= 20, committed
+    connection.close()
