@@ -10,10 +10,12 @@ sample home written by Mnemosyne, grown by SQL) is built once into ``--dir``. Fo
 fresh copy: a separate process plays the agent, writing through the real ``Mnemosyne.remember``
 every 20 ms (the Hermes plugin's 50 writes/s, every fourth a user-stated fact); its latencies are
 measured for ``--alone`` seconds on its own, then while the job runs (``mnemo-ops run JOB
---force``; memory-maintain twice: the first run and the resumed one). Printed per job: the agent's
-writes, errors, p50 / p99 / max latency alone and with the job, the p99 ratio (target at most 2x)
-and the job's longest write transaction (its ``stats.transactions``). The machine may be shared
-with other work: the two sides of each ratio are measured one right after the other on one copy.
+--force``; memory-maintain twice: the first run and the resumed one), then alone again for as long.
+Printed per job: the agent's writes, errors, p50 / p99 / max latency alone and with the job, the p99
+ratio against the agent alone before and against it alone after (target at most 2x: the agent's own
+cost grows with its session, see `measure`) and the job's longest write transaction (its
+``stats.transactions``). The machine may be shared with other work: the sides of each ratio are
+measured one right after the other on one copy.
 """
 
 from __future__ import annotations
@@ -172,11 +174,16 @@ def measure(
         )
         results.append(json.loads(completed.stdout))
     job_finished = time.time()
+    # The agent alone again: Mnemosyne's own write cost grows with its session (each remember
+    # trims working memory with a DELETE ... NOT IN over the session's rows, inside its write
+    # transaction), so a long job would otherwise be compared with a younger, faster agent.
+    time.sleep(alone_s)
     stop.write_text("stop")
     agent.wait()
     samples = json.loads(report.read_text())
     alone = [ms for at, ms, error in samples if at < job_started and not error]
     during = [ms for at, ms, error in samples if job_started <= at <= job_finished]
+    after = [ms for at, ms, error in samples if at > job_finished and not error]
     errors = sum(1 for at, _, error in samples if error and at >= job_started)
     return {
         "job": job,
@@ -185,6 +192,7 @@ def measure(
         "writes": len(during),
         "errors": errors,
         "alone": [statistics(alone, share) for share in (0.5, 0.99)] + [max(alone or [0])],
+        "after": [statistics(after, share) for share in (0.5, 0.99)] + [max(after or [0])],
         "during": [statistics(during, share) for share in (0.5, 0.99)] + [max(during or [0])],
         "longest_transaction_ms": max(
             result["stats"].get("transactions", {}).get("longest_write_transaction_ms", 0)
@@ -230,7 +238,8 @@ def main() -> None:
             f"writes {row['writes']:>5} errors {row['errors']:>4}  "
             f"p50 {row['alone'][0]:>6.1f} -> {row['during'][0]:>6.1f} ms  "
             f"p99 {row['alone'][1]:>6.1f} -> {row['during'][1]:>6.1f} ms "
-            f"(x{row['during'][1] / max(row['alone'][1], 0.001):.2f})  "
+            f"(x{row['during'][1] / max(row['alone'][1], 0.001):.2f}; alone after "
+            f"{row['after'][1]:.1f} ms: x{row['during'][1] / max(row['after'][1], 0.001):.2f})  "
             f"max {row['during'][2]:>7.1f} ms  longest txn {row['longest_transaction_ms']:>6.1f} ms "
             f"({row['transactions']} txns)",
             flush=True,
