@@ -46,6 +46,12 @@ Path(f"{report}.started").write_text("1")
 while not stop.exists():
     number += 1
     fact = number % 4 == 0
+    if number % 1000 == 0:
+        # A new conversation every 1,000 writes, as the Hermes plugin starts a session per
+        # conversation: Mnemosyne trims a session's working memory on every remember (a DELETE ...
+        # NOT IN over the session's newest 10,000 rows, holding the write lock), so one endless
+        # session at 50 writes/s would soon hold the lock most of the time by itself.
+        memory.session_id = memory.beam.session_id = f"live-agent-{number // 1000}"
     started = time.perf_counter()
     error = None
     try:
