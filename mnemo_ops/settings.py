@@ -304,6 +304,11 @@ SCHEMA: dict[str, Any] = {
         "match_budget": Option(
             int, 400, "non_negative", "FTS matches scored per orphan at most (0: all, exact)"
         ),
+        "link": Option(
+            bool,
+            True,
+            help="link orphan memories with graph edges (off: only the canonical backstop runs)",
+        ),
         "backstop_max_rows": Option(
             int,
             20000,

@@ -1,7 +1,7 @@
 """memory-maintain: the canonical promotion backstop, then orphan linking (DESIGN section 4).
 
 Options: the ``memory_maintain`` section of the settings schema (``k``, ``min_score``,
-``max_rows_per_run``, ``batch_size``, ``match_budget``, ``backstop_max_rows``), also as
+``max_rows_per_run``, ``batch_size``, ``match_budget``, ``link``, ``backstop_max_rows``), also as
 ``--option KEY=VALUE`` for one run.
 """
 
@@ -288,7 +288,17 @@ def run(ctx: JobContext) -> JobResult:
     connection = ctx.open_db()
     try:
         _backstop(ctx, connection)
-        _link(ctx, connection, options)
+        if ctx.options["link"]:
+            _link(ctx, connection, options)
+        else:
+            # Mnemosyne's plain recall (the Hermes plugin's) never follows these edges but pays
+            # for every one of them (README, "Orphan linking and the agent's recall").
+            ctx.result.stats["linking"] = {"mode": "off"}
+            ctx.warn(
+                "orphan-linking-off",
+                "orphan linking is off (memory_maintain.link: false)",
+                severity="info",
+            )
     finally:
         connection.close()
     ctx.count("canonical_closed", 0)

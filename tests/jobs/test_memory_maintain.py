@@ -378,3 +378,16 @@ def test_backstop_cap_spreads_a_large_backlog_over_runs_and_ends_where_one_run_e
     after = run_job(sample, *capped)
     assert after["stats"]["canonical"]["mode"] == "incremental"
     assert after["changes"]["canonical_promoted"] == 0
+
+
+def test_linking_can_be_turned_off_and_the_backstop_still_promotes(sample):
+    """``link: false`` (README: the Hermes plugin's plain recall pays for every edge and never
+    follows one): no edge is made, the canonical backstop still runs, and monitoring sees why."""
+    edges_before = our_edges(sample.db_path)
+    result = run_job(sample, "-o", "link=false")
+    assert result["changes"]["edges_created"] == 0
+    assert result["changes"]["canonical_promoted"] == 10
+    assert our_edges(sample.db_path) == edges_before
+    assert result["stats"]["linking"] == {"mode": "off"}
+    assert "orphan-linking-off" in {warning["code"] for warning in result["warnings"]}
+    assert run_job(sample)["changes"]["edges_created"] > 0  # on by default
