@@ -139,15 +139,15 @@ def main() -> None:
         idle_s, idle = run(layout)
         print(
             f"nothing new: {idle_s:.2f} s, of which the job {idle['duration_s']:.2f} s (the rest is "
-            f"starting Python and importing; mode {idle['stats']['linking']['mode']}, "
+            f"starting Python and importing; guard {idle['stats'].get('guard', {}).get('verdict')}, "
+            f"linking {idle['stats'].get('linking', {}).get('mode', 'not run: nothing new')}, "
             f"changes {idle['changes']}; target under 1 s)"
         )
         guard_s = new["stats"].get("guard", {}).get("seconds", 0.0)
         checkpoint_s = new["stats"].get("checkpoint_seconds", 0.0)
         print(
             f"the run with {arguments.new:,} new rows: the job {new['duration_s']:.2f} s "
-            f"(backstop {new['stats']['canonical']['mode']}; the nothing-new run's backstop "
-            f"{idle['stats']['canonical']['mode']}): the recall guard's trial {guard_s:.2f} s "
+            f"(backstop {new['stats']['canonical']['mode']}): the recall guard's trial {guard_s:.2f} s "
             f"(copy, the job on it, recall measured before and after), the pre-write checkpoint "
             f"{checkpoint_s:.2f} s, the live backstop and linking "
             f"{new['duration_s'] - guard_s - checkpoint_s:.2f} s"
