@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -34,6 +33,9 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
 from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
+
+sys.path.insert(0, str(REPOSITORY / "benchmarks"))
+from jobs_scaling import build  # noqa: E402  (the realistic home, built once and shared)
 
 AGENT = r"""
 import json, sys, time
@@ -107,29 +109,6 @@ def environment(layout: SampleLayout) -> dict[str, str]:
     env = layout.environ()
     env["PYTHONPATH"] = str(REPOSITORY)
     return env
-
-
-def build(directory: Path, rows: int) -> SampleLayout:
-    """The realistic database, built once into `directory` (reused when already there)."""
-    layout = SampleLayout(directory / f"realistic-{rows}")
-    if layout.db_path.exists():
-        return layout
-    started = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys; from pathlib import Path; "
-            "from mnemo_ops.samples.realistic_memories import build_realistic_sample; "
-            "build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))",
-            str(layout.directory),
-            str(rows),
-        ],
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-    )
-    print(f"built {rows:,} rows in {time.perf_counter() - started:.0f} s: {layout.db_path}")
-    return layout
 
 
 def queue_items(layout: SampleLayout, count: int) -> None:
