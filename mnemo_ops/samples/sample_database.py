@@ -177,14 +177,7 @@ def _write_database(layout: SampleLayout) -> None:
             if memory_id and session["days_ago"]:
                 ages.append((memory_id, (start + timedelta(minutes=3 * position)).isoformat()))
     # Age the rows as if they had been written on those days (timestamps are Mnemosyne's naive local ISO).
-    connection = sqlite3.connect(layout.db_path)
-    with connection:
-        connection.executemany(
-            "UPDATE working_memory SET timestamp = ?2, created_at = ?2 WHERE id = ?1", ages
-        )
-        connection.executemany("UPDATE memories SET timestamp = ?2 WHERE id = ?1", ages)
-    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    connection.close()
+    backdate(layout.db_path, ages)
 
 
 if __name__ == "__main__":
