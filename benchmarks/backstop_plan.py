@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPOSITORY))
 import apsw  # noqa: E402
 
 from mnemo_ops.canonical import backstop  # noqa: E402
-from mnemo_ops.core.clock import local_timestamp  # noqa: E402
+from mnemo_ops.foundation.clock import local_timestamp  # noqa: E402
 from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 

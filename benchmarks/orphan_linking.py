@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPOSITORY))
 
 import apsw  # noqa: E402
 
-from mnemo_ops.core.clock import local_timestamp  # noqa: E402
+from mnemo_ops.foundation.clock import local_timestamp  # noqa: E402
 from mnemo_ops.guard import probes  # noqa: E402
 from mnemo_ops.guard.measure import measure  # noqa: E402
 from mnemo_ops.linking import orphans  # noqa: E402

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from croniter import croniter
 
-from mnemo_ops.core.errors import ConfigError, UsageError
+from mnemo_ops.foundation.errors import ConfigError, UsageError
 
 ENV_DB = "MNEMO_OPS_DB"
 ENV_STATE_DIR = "MNEMO_OPS_STATE_DIR"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_ops.core.errors import ConfigError
+from mnemo_ops.foundation.errors import ConfigError
 from mnemo_ops.settings import default_state_dir, load_settings
 
 

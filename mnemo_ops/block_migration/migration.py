@@ -37,12 +37,12 @@ from mnemo_ops.block_migration.verify import (
     sessions_to_verify,
     verify,
 )
-from mnemo_ops.core.clock import isoformat, local_now, local_timestamp, utc_now
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import MnemoOpsError, UsageError
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database import transactions
 from mnemo_ops.database.mnemosyne_api import live_schema_gaps
+from mnemo_ops.foundation.clock import isoformat, local_now, local_timestamp, utc_now
+from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
 from mnemo_ops.memory_blocks import entry_history
 from mnemo_ops.memory_blocks.blocks import (
     BLOCK_NAMES,

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.block_migration.stored_rows import METADATA_KEY
-from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.memory_blocks.blocks import USER_BLOCK
 from mnemo_ops.settings import Settings
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.block_migration.stored_rows import find_stored
-from mnemo_ops.core.clock import local_timestamp
 from mnemo_ops.database import BUSY_TIMEOUT_MS, transactions
 from mnemo_ops.database.mnemosyne_api import close_mnemosyne_connections, open_mnemosyne
+from mnemo_ops.foundation.clock import local_timestamp
 
 PROTOCOL = sys.stdout
 LOCK_RETRY_ATTEMPTS = 8

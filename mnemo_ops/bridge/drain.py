@@ -24,8 +24,8 @@ from mnemo_ops.bridge.items import (
     parse_file,
 )
 from mnemo_ops.bridge.spool import Spool
-from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
+from mnemo_ops.foundation.clock import isoformat, utc_now
 
 REJECTION_WARNINGS_SHOWN = 20  # one warning per problem, then a summary line
 MAX_AGENT_SHARE = 0.9

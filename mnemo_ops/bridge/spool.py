@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.bridge.items import FileRejected, RejectedItem
-from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.private_files import fsync_path
+from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.foundation.private_files import fsync_path
 
 SUBDIRS = ("tmp", "new", "cur", "failed")
 FILE_MODE = 0o600

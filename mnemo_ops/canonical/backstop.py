@@ -25,8 +25,8 @@ from mnemo_ops.canonical.trigger import (
     PROMOTION_SOURCES,
     PROMOTION_VERACITY,
 )
-from mnemo_ops.core.clock import local_now
 from mnemo_ops.database import transactions
+from mnemo_ops.foundation.clock import local_now
 
 _QUALIFIES = (
     "w.id IS NOT NULL AND w.source IN ({sources}) AND w.veracity = '{veracity}' "

@@ -15,9 +15,9 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.errors import DatabaseError, UsageError
 from mnemo_ops.database import transactions
-from mnemo_ops.resources import resource_dir
+from mnemo_ops.foundation.errors import DatabaseError, UsageError
+from mnemo_ops.foundation.resources import resource_dir
 
 TRIGGER_VERSION = 1
 """Bump when the SQL changes; install replaces an older version in place."""

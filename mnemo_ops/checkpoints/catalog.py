@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.checkpoints.files import remove_tree, tree_size
-from mnemo_ops.core.errors import UsageError
-from mnemo_ops.private_files import PRIVATE_FILE_MODE, fsync_path
+from mnemo_ops.foundation.errors import UsageError
+from mnemo_ops.foundation.private_files import PRIVATE_FILE_MODE, fsync_path
 from mnemo_ops.settings import Settings
 
 MANIFEST = "manifest.json"

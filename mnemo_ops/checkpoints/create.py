@@ -23,12 +23,12 @@ import apsw
 from mnemo_ops import database
 from mnemo_ops.checkpoints import catalog, sqlite_copy
 from mnemo_ops.checkpoints.files import copy_private_file, fsync_tree, remove_tree
-from mnemo_ops.core.clock import isoformat, utc_now
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.database.mnemosyne_api import mnemosyne_version
 from mnemo_ops.disk import reserve
-from mnemo_ops.private_files import ensure_private_dir, fsync_path, sha256_file
+from mnemo_ops.foundation.clock import isoformat, utc_now
+from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.foundation.private_files import ensure_private_dir, fsync_path, sha256_file
 from mnemo_ops.settings import Settings
 
 MANIFEST_FORMAT = 1

@@ -10,7 +10,12 @@ import os
 import shutil
 from pathlib import Path
 
-from mnemo_ops.private_files import CHUNK_BYTES, PRIVATE_FILE_MODE, fsync_path, refuse_symlink
+from mnemo_ops.foundation.private_files import (
+    CHUNK_BYTES,
+    PRIVATE_FILE_MODE,
+    fsync_path,
+    refuse_symlink,
+)
 
 
 def create_private_file(path: Path) -> None:

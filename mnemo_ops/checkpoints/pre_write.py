@@ -11,9 +11,9 @@ from datetime import datetime, timedelta
 
 from mnemo_ops.checkpoints import catalog
 from mnemo_ops.checkpoints.worker import create_in_child
-from mnemo_ops.core.clock import utc_now
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.foundation.clock import utc_now
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.settings import Settings
 
 

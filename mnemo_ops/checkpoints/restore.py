@@ -22,11 +22,11 @@ from mnemo_ops import database
 from mnemo_ops.checkpoints import catalog
 from mnemo_ops.checkpoints.files import copy_private_file
 from mnemo_ops.checkpoints.verify import VerificationReport, verify_checkpoint
-from mnemo_ops.core.clock import utc_now
-from mnemo_ops.core.errors import LockHeldError, MnemoOpsError
 from mnemo_ops.core.lock import WriterLock, describe_holder, lock_path_for, probe_holder
 from mnemo_ops.core.progress import ProgressReporter
-from mnemo_ops.private_files import (
+from mnemo_ops.foundation.clock import utc_now
+from mnemo_ops.foundation.errors import LockHeldError, MnemoOpsError
+from mnemo_ops.foundation.private_files import (
     PRIVATE_FILE_MODE,
     ensure_private_dir,
     fsync_path,

@@ -11,7 +11,7 @@ import apsw
 from mnemo_ops.checkpoints import catalog, sqlite_copy
 from mnemo_ops.checkpoints.catalog import CheckpointInfo
 from mnemo_ops.core.progress import ProgressReporter
-from mnemo_ops.private_files import sha256_file
+from mnemo_ops.foundation.private_files import sha256_file
 
 
 @dataclasses.dataclass

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.checkpoints.create import CheckpointError, CheckpointOutcome, create_checkpoint
-from mnemo_ops.core.clock import isoformat
-from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.foundation.clock import isoformat
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.settings import SCHEMA, Settings
 
 DEFAULT_DISK_OPTIONS = {key: option.default for key, option in SCHEMA["disk"].items()}

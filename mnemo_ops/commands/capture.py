@@ -17,8 +17,8 @@ from mnemo_ops.bridge.drain import Limits
 from mnemo_ops.bridge.items import VERACITIES, Item, parse_file
 from mnemo_ops.bridge.spool import Spool
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core.clock import isoformat, utc_now
-from mnemo_ops.core.errors import UsageError
+from mnemo_ops.foundation.clock import isoformat, utc_now
+from mnemo_ops.foundation.errors import UsageError
 
 
 def build_item(

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from mnemo_ops.commands.render import print_json
-from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.settings import Settings, load_settings
 
 

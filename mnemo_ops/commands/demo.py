@@ -13,10 +13,10 @@ from rich.table import Table
 from mnemo_ops import database
 from mnemo_ops.canonical import trigger
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core.errors import UsageError
-from mnemo_ops.core.exit_codes import FAILED, OK
+from mnemo_ops.foundation.errors import UsageError
+from mnemo_ops.foundation.exit_codes import FAILED, OK
+from mnemo_ops.foundation.resources import resource_dir
 from mnemo_ops.jobs import implemented_jobs, run_job
-from mnemo_ops.resources import resource_dir
 from mnemo_ops.samples.sample_database import SampleLayout, build_sample
 from mnemo_ops.selfcare import report
 from mnemo_ops.settings import load_settings

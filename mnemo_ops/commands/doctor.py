@@ -12,10 +12,10 @@ from rich.table import Table
 
 from mnemo_ops import database
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core.errors import ConfigError, DatabaseError
-from mnemo_ops.core.exit_codes import OK, USAGE
 from mnemo_ops.core.manifests import load_manifests
 from mnemo_ops.database import versions
+from mnemo_ops.foundation.errors import ConfigError, DatabaseError
+from mnemo_ops.foundation.exit_codes import OK, USAGE
 from mnemo_ops.jobs import implemented_jobs
 
 REQUIRED_WORKING_COLUMNS = (

@@ -7,9 +7,9 @@ import typer
 from mnemo_ops import database
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.core import state
-from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.sleep import forgetting, store
 from mnemo_ops.sleep.counters import RESTORE_JOB
 

@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.core.clock import local_now
-from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.manifests import effective_manifests
+from mnemo_ops.foundation.clock import local_now
+from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.scheduling import hermes_cron
 from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
 from mnemo_ops.settings import JOB_NAMES

@@ -8,7 +8,7 @@ import sys
 import typer
 
 from mnemo_ops.commands.common import CURRENT, handle_errors
-from mnemo_ops.core.errors import UsageError
+from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.selfcare import report as morning_report
 
 

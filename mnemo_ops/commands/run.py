@@ -11,9 +11,9 @@ import typer
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.commands.render import render_result
-from mnemo_ops.core.errors import UsageError
-from mnemo_ops.core.exit_codes import USAGE
 from mnemo_ops.core.results import Severity, Status
+from mnemo_ops.foundation.errors import UsageError
+from mnemo_ops.foundation.exit_codes import USAGE
 from mnemo_ops.jobs import run_job
 from mnemo_ops.settings import JOB_NAMES, SCHEMA, Option, job_section
 

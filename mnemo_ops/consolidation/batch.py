@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import JobTimeout
 from mnemo_ops.core.results import JobResult, Severity
+from mnemo_ops.foundation.errors import JobTimeout
 
 
 @dataclasses.dataclass

@@ -23,8 +23,8 @@ from typing import Any
 
 import apsw
 
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.database import snapshot, versions
+from mnemo_ops.foundation.errors import MnemoOpsError
 
 MODELS = ("auto", "aaak")
 """``auto``: Mnemosyne's model chain when one is configured, else AAAK; ``aaak``: always AAAK."""

@@ -6,8 +6,8 @@ from mnemo_ops import database
 from mnemo_ops.consolidation import episodic, summary_repair
 from mnemo_ops.consolidation.batch import BatchState
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.results import Severity
+from mnemo_ops.foundation.errors import MnemoOpsError
 
 # --- step 1: consolidation -------------------------------------------------------------------------
 

@@ -28,8 +28,8 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.database import transactions
+from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 
 TABLE = "summary_repairs"
 BATCH_SIZE = 200

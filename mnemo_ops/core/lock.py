@@ -18,8 +18,8 @@ from typing import Any
 
 import portalocker
 
-from mnemo_ops.core.clock import isoformat, utc_now
-from mnemo_ops.core.errors import LockHeldError
+from mnemo_ops.foundation.clock import isoformat, utc_now
+from mnemo_ops.foundation.errors import LockHeldError
 
 
 def lock_path_for(state_dir: Path, db_path: Path) -> Path:

@@ -14,9 +14,9 @@ from typing import Any
 import yaml
 from croniter import croniter
 
-from mnemo_ops.core.errors import ConfigError, UsageError
 from mnemo_ops.database.versions import USAGES as MNEMOSYNE_USAGES
-from mnemo_ops.resources import resource_dir
+from mnemo_ops.foundation.errors import ConfigError, UsageError
+from mnemo_ops.foundation.resources import resource_dir
 from mnemo_ops.settings import JOB_NAMES, Settings
 
 WRITE_SCOPES = (

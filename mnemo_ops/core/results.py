@@ -7,8 +7,8 @@ import enum
 from datetime import datetime
 from typing import Any
 
-from mnemo_ops.core import exit_codes
-from mnemo_ops.core.clock import isoformat, utc_now
+from mnemo_ops.foundation import exit_codes
+from mnemo_ops.foundation.clock import isoformat, utc_now
 
 
 class Severity(enum.StrEnum):

@@ -18,12 +18,12 @@ from typing import Any, Protocol
 from mnemo_ops import database
 from mnemo_ops.core import state
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import JobTimeout, LockHeldError, MnemoOpsError
-from mnemo_ops.core.exit_codes import OK, USAGE
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.manifests import get_manifest
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.core.results import JobResult, Severity, Status
+from mnemo_ops.foundation.errors import JobTimeout, LockHeldError, MnemoOpsError
+from mnemo_ops.foundation.exit_codes import OK, USAGE
 from mnemo_ops.settings import Settings
 
 log = logging.getLogger("mnemo_ops")

@@ -20,8 +20,8 @@ from typing import Any
 
 import sqlite_utils
 
-from mnemo_ops.core.clock import isoformat
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.foundation.clock import isoformat
 
 
 def _migration_runs(db: sqlite_utils.Database) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import apsw
 
-from mnemo_ops.core.errors import DatabaseError
+from mnemo_ops.foundation.errors import DatabaseError
 
 BUSY_TIMEOUT_MS = 5000
 """The same busy timeout Mnemosyne uses on its own connections."""

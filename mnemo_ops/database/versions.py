@@ -30,8 +30,8 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mnemo_ops.core.errors import DatabaseError, UsageError
 from mnemo_ops.database.mnemosyne_api import mnemosyne_version
+from mnemo_ops.foundation.errors import DatabaseError, UsageError
 
 DISTRIBUTION = "mnemosyne-memory"
 

@@ -21,7 +21,7 @@ import shutil
 from pathlib import Path
 
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.settings import Settings
 
 MEBIBYTE = 1024 * 1024

@@ -15,11 +15,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.clock import isoformat, utc_now
-from mnemo_ops.core.errors import MnemoOpsError, UsageError
-from mnemo_ops.core.exit_codes import USAGE
 from mnemo_ops.evaluation.evaluate import Evaluation
-from mnemo_ops.private_files import write_json_atomic
+from mnemo_ops.foundation.clock import isoformat, utc_now
+from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
+from mnemo_ops.foundation.exit_codes import USAGE
+from mnemo_ops.foundation.private_files import write_json_atomic
 
 FORMAT = 1
 DEFAULT_TOLERANCE = 0.02

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.errors import UsageError
+from mnemo_ops.foundation.errors import UsageError
 
 CHANGES = ("lost", "worse", "found", "better", "only-a", "only-b", "same")
 """Every change, most alarming first (the order cases are listed in)."""

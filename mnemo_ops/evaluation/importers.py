@@ -28,9 +28,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.evaluation.suite import Case, write_jsonl
+from mnemo_ops.foundation.errors import UsageError
 
 LOCOMO_CATEGORIES = {
     1: "multi-hop",

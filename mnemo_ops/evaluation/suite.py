@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from mnemo_ops.core.errors import UsageError
+from mnemo_ops.foundation.errors import UsageError
 
 KNOWN_FIELDS = ("id", "query", "relevant", "expect", "session", "category", "k", "answer")
 

@@ -12,12 +12,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.evaluation.engines.base import Query
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine
 from mnemo_ops.evaluation.evaluate import Evaluation, score_suite, suite_queries
 from mnemo_ops.evaluation.metrics import Retrieved
 from mnemo_ops.evaluation.suite import Suite
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.guard.probes import Probe
 from mnemo_ops.settings import Settings
 

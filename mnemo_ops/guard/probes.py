@@ -27,8 +27,8 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.database.fts_query import Vocabulary, salient_terms, tokens
+from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 
 TABLE = "guard_probes"
 QUERY_TERMS = 3

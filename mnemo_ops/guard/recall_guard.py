@@ -31,16 +31,16 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database.snapshot import snapshot_database
 from mnemo_ops.evaluation.suite import load_suite
+from mnemo_ops.foundation.clock import isoformat, utc_now
+from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.foundation.private_files import ensure_private_dir
 from mnemo_ops.guard import history, probes
 from mnemo_ops.guard.measure import measure
 from mnemo_ops.guard.verdict import Tolerances, decide
-from mnemo_ops.private_files import ensure_private_dir
 from mnemo_ops.settings import Settings
 
 GUARD_DIR = "guard"

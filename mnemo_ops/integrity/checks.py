@@ -31,7 +31,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import local_now
+from mnemo_ops.foundation.clock import local_now
 
 REVIEW_SAMPLE = 10
 """How many ids a finding names before it says "and N more"."""

@@ -21,11 +21,11 @@ from mnemo_ops import monitoring
 from mnemo_ops.checkpoints import pre_write
 from mnemo_ops.core import runner
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.manifests import load_manifests
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database import transactions, versions
 from mnemo_ops.disk import reserve
+from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.guard.recall_guard import RecallGuard
 from mnemo_ops.settings import JOB_NAMES, Settings
 

@@ -12,9 +12,9 @@ from mnemo_ops.checkpoints.create import (
     create_checkpoint,
     estimated_size,
 )
-from mnemo_ops.core.clock import utc_now
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.foundation.clock import utc_now
 
 
 def _report_failure(ctx: JobContext, outcome: CheckpointOutcome) -> None:

@@ -16,9 +16,9 @@ from mnemo_ops.bridge.ingest import (
 )
 from mnemo_ops.bridge.spool import Spool
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.database.mnemosyne_api import live_schema_gaps
+from mnemo_ops.foundation.errors import MnemoOpsError
 
 COUNTS = (
     "files_drained",

@@ -17,9 +17,9 @@ from __future__ import annotations
 from mnemo_ops.consolidation import steps as memory_steps
 from mnemo_ops.consolidation.batch import Step, run_steps
 from mnemo_ops.core import state
-from mnemo_ops.core.clock import local_now, utc_now
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult, Severity
+from mnemo_ops.foundation.clock import local_now, utc_now
 from mnemo_ops.guard.recall_guard import mark_not_needed
 from mnemo_ops.sleep import dream_steps, triggers
 from mnemo_ops.sleep import steps as sleep_steps

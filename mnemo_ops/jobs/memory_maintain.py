@@ -13,9 +13,9 @@ from typing import Any
 
 from mnemo_ops import database
 from mnemo_ops.canonical import backstop, trigger
-from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.guard.recall_guard import is_marked_not_needed, mark_not_needed
 from mnemo_ops.linking import orphans
 

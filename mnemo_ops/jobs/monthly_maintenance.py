@@ -20,10 +20,10 @@ import apsw
 from mnemo_ops import database
 from mnemo_ops.checkpoints.catalog import newest_verified_checkpoint, restore_command
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import DatabaseError, MnemoOpsError
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.database import snapshot
 from mnemo_ops.disk import reserve
+from mnemo_ops.foundation.errors import DatabaseError, MnemoOpsError
 from mnemo_ops.integrity import checks, repairs
 from mnemo_ops.integrity.embedding import load_embedder
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import DatabaseError
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.foundation.clock import isoformat, utc_now
+from mnemo_ops.foundation.errors import DatabaseError
 from mnemo_ops.memory_blocks import entry_history
 from mnemo_ops.memory_blocks.blocks import BLOCK_NAMES, Block, read_block
 from mnemo_ops.memory_blocks.limits import block_limits

@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.clock import isoformat
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.evaluation import baseline as baselines
@@ -23,6 +22,7 @@ from mnemo_ops.evaluation import history
 from mnemo_ops.evaluation.engines import make_engine
 from mnemo_ops.evaluation.evaluate import Evaluation, evaluate
 from mnemo_ops.evaluation.suite import load_suite
+from mnemo_ops.foundation.clock import isoformat
 
 
 def default_suite_path(settings) -> Path:

@@ -31,9 +31,9 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import local_timestamp
 from mnemo_ops.database import transactions
 from mnemo_ops.database.fts_query import Vocabulary, match_expression, salient_terms, tokens
+from mnemo_ops.foundation.clock import local_timestamp
 
 EDGE_TYPE = "related_to"
 QUERY_TERMS = 8

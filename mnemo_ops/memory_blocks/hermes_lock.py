@@ -20,8 +20,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from mnemo_ops.core.errors import MnemoOpsError
-from mnemo_ops.private_files import fsync_path
+from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.foundation.private_files import fsync_path
 
 POLL_S = 0.02
 TEMPORARY_PREFIX = ".mnemo-ops-"

@@ -15,7 +15,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
-from mnemo_ops.core.clock import isoformat, local_now, utc_now
+from mnemo_ops.foundation.clock import isoformat, local_now, utc_now
 
 USAGE_TABLE = "model_usage"
 ANSWERS_TABLE = "model_answers"

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.database import transactions
+from mnemo_ops.foundation.errors import MnemoOpsError
 
 
 def apply_plan(

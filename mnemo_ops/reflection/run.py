@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mnemo_ops.core.clock import isoformat, local_now, utc_now
 from mnemo_ops.core.context import JobContext
+from mnemo_ops.foundation.clock import isoformat, local_now, utc_now
 from mnemo_ops.models import ModelLayer
 from mnemo_ops.reflection import extractor, plan, prompting, week
 from mnemo_ops.reflection.apply import apply_plan

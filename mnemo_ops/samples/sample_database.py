@@ -24,7 +24,7 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from mnemo_ops.resources import resource_dir
+from mnemo_ops.foundation.resources import resource_dir
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mnemo_ops.core.errors import UsageError
+from mnemo_ops.foundation.errors import UsageError
 
 MACROS = {
     "@yearly": "0 0 1 1 *",

@@ -13,8 +13,8 @@ import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.manifests import JobManifest
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.scheduling.invocation import job_arguments
 
 BEGIN_MARKER = "# BEGIN mnemo-ops (managed by `mnemo-ops cron install`; edit jobs/*.yaml or the config instead)"

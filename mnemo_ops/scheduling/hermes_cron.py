@@ -38,10 +38,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import yaml
 from croniter import croniter
 
-from mnemo_ops.core.clock import local_now
-from mnemo_ops.core.errors import LockHeldError, MnemoOpsError, UsageError
 from mnemo_ops.core.manifests import JobManifest
-from mnemo_ops.private_files import fsync_path, refuse_symlink, write_atomic
+from mnemo_ops.foundation.clock import local_now
+from mnemo_ops.foundation.errors import LockHeldError, MnemoOpsError, UsageError
+from mnemo_ops.foundation.private_files import fsync_path, refuse_symlink, write_atomic
 from mnemo_ops.scheduling.invocation import job_arguments, shell_line
 
 SCRIPTS_FOLDER = "mnemo-ops"

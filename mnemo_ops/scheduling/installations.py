@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.scheduling import crontab, hermes_cron, systemd
 from mnemo_ops.scheduling.invocation import database_of, is_mnemo_ops, job_of
 from mnemo_ops.settings import Settings, mnemosyne_default_db

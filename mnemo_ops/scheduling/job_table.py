@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from mnemo_ops.core import state
-from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.manifests import effective_manifests
+from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.settings import Settings
 
 

@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from mnemo_ops.core.errors import UsageError
 from mnemo_ops.core.manifests import JobManifest
+from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.scheduling.invocation import job_arguments
 
 ENTRYPOINT = 'mnemo-ops "$@"; status=$?; if [ "$status" -eq 75 ]; then exit 0; fi; exit "$status"'

@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.errors import MnemoOpsError, UsageError
 from mnemo_ops.core.manifests import JobManifest
-from mnemo_ops.private_files import fsync_path, refuse_symlink, write_atomic
+from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
+from mnemo_ops.foundation.private_files import fsync_path, refuse_symlink, write_atomic
 from mnemo_ops.scheduling.calendar import on_calendar
 from mnemo_ops.scheduling.invocation import job_arguments
 from mnemo_ops.settings import JOB_NAMES

@@ -33,10 +33,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.clock import isoformat
-from mnemo_ops.core.errors import ConfigError, MnemoOpsError, UsageError
+from mnemo_ops.foundation.clock import isoformat
+from mnemo_ops.foundation.errors import ConfigError, MnemoOpsError, UsageError
+from mnemo_ops.foundation.private_files import ensure_private_dir, write_atomic, write_json_atomic
 from mnemo_ops.memory_blocks.hermes_lock import block_lock
-from mnemo_ops.private_files import ensure_private_dir, write_atomic, write_json_atomic
 from mnemo_ops.settings import Settings
 
 

@@ -17,14 +17,14 @@ from typing import Any
 
 from mnemo_ops import database
 from mnemo_ops.core import state
-from mnemo_ops.core.clock import isoformat, utc_now
-from mnemo_ops.core.errors import DatabaseError, UsageError
 from mnemo_ops.core.results import JobResult, Severity, severity_rank
+from mnemo_ops.foundation.clock import isoformat, utc_now
+from mnemo_ops.foundation.errors import DatabaseError, UsageError
+from mnemo_ops.foundation.private_files import ensure_private_dir, write_atomic
 from mnemo_ops.guard import history as guard_history
 from mnemo_ops.memory_blocks import entry_history
 from mnemo_ops.memory_blocks.blocks import BLOCK_NAMES, Block, read_block
 from mnemo_ops.memory_blocks.limits import block_limits
-from mnemo_ops.private_files import ensure_private_dir, write_atomic
 from mnemo_ops.reflection.learned import learned_since
 from mnemo_ops.scheduling.job_table import job_table
 from mnemo_ops.selfcare import quarantine, row_count_history

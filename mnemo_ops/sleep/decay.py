@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mnemo_ops.core.clock import isoformat, utc_now
+from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.sleep import store
 from mnemo_ops.sleep.context import SleepRun
 from mnemo_ops.sleep.prominence import register_functions

@@ -11,8 +11,8 @@ import dataclasses
 
 from mnemo_ops.consolidation.batch import BatchState
 from mnemo_ops.core import state
-from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
+from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.models import ModelLayer
 from mnemo_ops.sleep import edges, nrem, rem, store
 from mnemo_ops.sleep.context import SleepRun

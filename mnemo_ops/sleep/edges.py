@@ -32,8 +32,8 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.database import transactions
+from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.sleep import store
 from mnemo_ops.sleep.context import SleepRun
 

@@ -24,8 +24,8 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.database import transactions
+from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.sleep import store
 from mnemo_ops.sleep.context import SleepRun
 from mnemo_ops.sleep.prominence import ARCHIVE as ARCHIVE_BAND

@@ -42,8 +42,8 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.database import transactions
+from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.models import EXTRACTIVE, Evidence, MalformedAnswer, Request, is_private_row
 from mnemo_ops.settings import Settings
 from mnemo_ops.sleep import clusters, edges, extractive, kinds, observe, prominence, store

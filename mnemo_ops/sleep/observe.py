@@ -21,7 +21,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
+from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.sleep import kinds, store
 from mnemo_ops.sleep.context import SleepRun
 from mnemo_ops.sleep.prominence import parse_moment

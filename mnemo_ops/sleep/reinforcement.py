@@ -34,9 +34,9 @@ import apsw
 from rapidfuzz import fuzz, utils
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.database import transactions
 from mnemo_ops.database.fts_query import Vocabulary, match_expression, salient_terms, tokens
+from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.sleep import edges, store
 from mnemo_ops.sleep.context import SleepRun
 from mnemo_ops.sleep.observe import original_of, refresh_confirmations

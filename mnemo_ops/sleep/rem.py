@@ -37,9 +37,9 @@ import apsw
 from rapidfuzz import fuzz, utils
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.database import transactions
 from mnemo_ops.database.fts_query import Vocabulary
+from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.models import Evidence, MalformedAnswer, Request, is_private_row
 from mnemo_ops.settings import Settings
 from mnemo_ops.sleep import clusters, edges, extractive, store

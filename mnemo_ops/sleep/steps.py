@@ -19,10 +19,10 @@ from pathlib import Path
 
 from mnemo_ops.consolidation.batch import BatchState
 from mnemo_ops.core import state
-from mnemo_ops.core.clock import local_now
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import Severity
 from mnemo_ops.evaluation.suite import load_suite
+from mnemo_ops.foundation.clock import local_now
 from mnemo_ops.sleep import decay, edges, forgetting, observe, reinforcement, scratch
 from mnemo_ops.sleep.config import SleepOptions
 from mnemo_ops.sleep.context import SleepRun

@@ -28,7 +28,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.clock import local_timestamp
+from mnemo_ops.foundation.clock import local_timestamp
 from mnemo_ops.sleep.config import SleepOptions
 from mnemo_ops.sleep.night import last_sleep_record, to_local
 from mnemo_ops.sleep.reinforcement import find_contradictions

@@ -7,7 +7,7 @@ from typing import Any
 
 from mnemo_ops import database
 from mnemo_ops.core import state
-from mnemo_ops.private_files import write_atomic
+from mnemo_ops.foundation.private_files import write_atomic
 from mnemo_ops.settings import Settings
 from mnemo_ops.topics import freshness, store
 from mnemo_ops.topics.changes import diff_since_map

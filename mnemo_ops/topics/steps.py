@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from mnemo_ops.consolidation.batch import BatchState
-from mnemo_ops.core.clock import isoformat, utc_now
 from mnemo_ops.core.context import JobContext
+from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.topics import freshness, report, seeds, store
 from mnemo_ops.topics.changes import diff_since_map
 from mnemo_ops.topics.clustering import MapOptions, TermExtractor, build_full, update_incremental

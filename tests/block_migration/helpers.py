@@ -14,8 +14,8 @@ import sqlite3
 from collections import Counter
 from pathlib import Path
 
+from mnemo_ops.foundation.resources import resource_dir
 from mnemo_ops.memory_blocks.blocks import parse_entries, usage
-from mnemo_ops.resources import resource_dir
 from mnemo_ops.samples.sample_database import SampleLayout
 from tests.conftest import run_cli
 

@@ -19,7 +19,7 @@ import sys
 import apsw
 
 from mnemo_ops.canonical import backstop, trigger
-from mnemo_ops.core.clock import local_timestamp
+from mnemo_ops.foundation.clock import local_timestamp
 
 SMALL, LARGE = 500, 20_000
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mnemo_ops.core import exit_codes
 from mnemo_ops.core.lock import WriterLock, lock_path_for
+from mnemo_ops.foundation import exit_codes
 
 
 def test_list_on_a_home_that_never_slept(cli):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_ops.core.errors import LockHeldError
 from mnemo_ops.core.lock import WriterLock, lock_path_for, probe_holder
+from mnemo_ops.foundation.errors import LockHeldError
 
 HOLDER_SCRIPT = """
 import sys, time, subprocess

@@ -4,8 +4,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from mnemo_ops.core.errors import ConfigError
 from mnemo_ops.core.manifests import load_manifests
+from mnemo_ops.foundation.errors import ConfigError
 from mnemo_ops.settings import JOB_NAMES
 
 

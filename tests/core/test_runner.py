@@ -14,9 +14,9 @@ import pytest
 
 from mnemo_ops import database
 from mnemo_ops.core import runner, state
-from mnemo_ops.core.errors import DatabaseError, MnemoOpsError, UsageError
 from mnemo_ops.core.lock import lock_path_for
 from mnemo_ops.database import transactions
+from mnemo_ops.foundation.errors import DatabaseError, MnemoOpsError, UsageError
 from mnemo_ops.jobs import HOOKS
 from mnemo_ops.settings import load_settings
 from tests.purity import assert_unchanged, sample_snapshot

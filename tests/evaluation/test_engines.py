@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from mnemo_ops.core.errors import MnemoOpsError, UsageError
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine, run_worker
 from mnemo_ops.evaluation.engines.mnemosyne_worker import break_ties
+from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
 
 
 def test_only_adjacent_equal_scores_are_reordered_by_id():

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from mnemo_ops.core.errors import UsageError
 from mnemo_ops.evaluation.suite import load_suite
-from mnemo_ops.resources import resource_dir
+from mnemo_ops.foundation.errors import UsageError
+from mnemo_ops.foundation.resources import resource_dir
 
 
 def write(tmp_path, name, text):

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from mnemo_ops.resources import resource_dir
+from mnemo_ops.foundation.resources import resource_dir
 
 WRITER = textwrap.dedent("""
     import sqlite3, sys, time

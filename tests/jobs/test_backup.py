@@ -17,10 +17,10 @@ from freezegun import freeze_time
 from mnemo_ops.checkpoints import catalog
 from mnemo_ops.checkpoints.pre_write import take_for_job as runner_hook
 from mnemo_ops.core.context import JobContext
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.manifests import get_manifest
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.jobs import run_job
 from tests.purity import assert_unchanged, sample_snapshot
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from mnemo_ops.database import versions
-from mnemo_ops.resources import resource_dir
+from mnemo_ops.foundation.resources import resource_dir
 from tests.purity import assert_unchanged, sample_snapshot
 
 SAMPLE_SUITE = resource_dir("fixtures") / "eval" / "sample.jsonl"

@@ -4,7 +4,7 @@ import shutil
 
 import apsw
 
-from mnemo_ops.core.clock import local_timestamp
+from mnemo_ops.foundation.clock import local_timestamp
 from mnemo_ops.linking import orphans
 from mnemo_ops.samples.realistic_memories import add_realistic_memories
 

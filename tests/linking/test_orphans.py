@@ -6,8 +6,8 @@ import sqlite3
 
 import apsw
 
-from mnemo_ops.core.clock import local_timestamp
 from mnemo_ops.database.fts_query import match_expression
+from mnemo_ops.foundation.clock import local_timestamp
 from mnemo_ops.linking.orphans import QUERY_TERMS, LinkOptions, Matcher
 from mnemo_ops.samples.synthetic_memories import add_synthetic_memories
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mnemo_ops.block_migration.rewrite import remove_entries
-from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.memory_blocks.blocks import parse_entries, render_entries
 from mnemo_ops.memory_blocks.hermes_lock import (
     BlockLockTimeout,

@@ -2,8 +2,8 @@
 
 import pytest
 
-from mnemo_ops.core.errors import MnemoOpsError
 from mnemo_ops.core.manifests import load_manifests
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.scheduling import crontab
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import yaml
 
 from mnemo_ops.core import state
-from mnemo_ops.core.clock import isoformat
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.foundation.clock import isoformat
 from mnemo_ops.settings import JOB_NAMES, Settings, load_settings
 
 QUIET_DISK = {"free_disk_warn_mb": 0, "free_disk_error_mb": 0}

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mnemo_ops.core.errors import ConfigError, MnemoOpsError, UsageError
+from mnemo_ops.foundation.errors import ConfigError, MnemoOpsError, UsageError
 from mnemo_ops.selfcare import quarantine
 from tests.selfcare.helpers import age_file, settings_for, write_config
 

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mnemo_ops.core import state
-from mnemo_ops.core.clock import utc_now
-from mnemo_ops.core.errors import UsageError
+from mnemo_ops.foundation.clock import utc_now
+from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.selfcare import report
 from tests.selfcare.helpers import (
     record_healthy_day,

@@ -11,10 +11,10 @@ An engine takes the eval's queries and returns, per query, the memories it recal
 
 from __future__ import annotations
 
-from mnemo_ops.core.errors import UsageError
 from mnemo_ops.evaluation.engines.base import Engine, Query
 from mnemo_ops.evaluation.engines.builtin import BuiltinEngine
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine
+from mnemo_ops.foundation.errors import UsageError
 
 ENGINE_NAMES = ("mnemosyne", "builtin")
 __all__ = ["ENGINE_NAMES", "Engine", "Query", "make_engine"]

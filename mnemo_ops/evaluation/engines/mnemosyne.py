@@ -33,11 +33,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.errors import MnemoOpsError, UsageError
 from mnemo_ops.database import versions
 from mnemo_ops.database.snapshot import snapshot_database
 from mnemo_ops.evaluation.engines.base import Query
 from mnemo_ops.evaluation.metrics import Retrieved
+from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
 
 RECALL_OPTION_NAMES = (
     "temporal_weight",

@@ -10,8 +10,8 @@ from pathlib import Path
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.core.errors import DatabaseError
 from mnemo_ops.disk import reserve
+from mnemo_ops.foundation.errors import DatabaseError
 from mnemo_ops.selfcare.audits.outcome import AuditOutcome
 from mnemo_ops.settings import Settings
 

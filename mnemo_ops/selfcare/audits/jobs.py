@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from mnemo_ops.core import state
-from mnemo_ops.core.clock import isoformat
 from mnemo_ops.core.manifests import effective_manifests
+from mnemo_ops.foundation.clock import isoformat
 from mnemo_ops.scheduling.job_table import job_table
 from mnemo_ops.selfcare.audits.outcome import AuditOutcome
 from mnemo_ops.settings import Settings

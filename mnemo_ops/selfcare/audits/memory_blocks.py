@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from mnemo_ops.core import state
-from mnemo_ops.core.clock import isoformat
+from mnemo_ops.foundation.clock import isoformat
 from mnemo_ops.memory_blocks import entry_history
 from mnemo_ops.memory_blocks.blocks import (
     ENTRY_DELIMITER,

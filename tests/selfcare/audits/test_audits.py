@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from mnemo_ops.core.clock import utc_now
+from mnemo_ops.foundation.clock import utc_now
 from mnemo_ops.selfcare.audits import (
     auth_files,
     backups,

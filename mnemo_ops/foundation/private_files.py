@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.core.errors import MnemoOpsError
+from mnemo_ops.foundation.errors import MnemoOpsError
 
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700

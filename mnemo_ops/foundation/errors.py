@@ -1,6 +1,6 @@
 """Expected failures: each carries a one-line message and the exit code the CLI should use."""
 
-from mnemo_ops.core import exit_codes
+from mnemo_ops.foundation import exit_codes
 
 
 class MnemoOpsError(Exception):
