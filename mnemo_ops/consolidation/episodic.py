@@ -2,7 +2,7 @@
 
 Mnemosyne's sleep is its own operation, so we call it rather than re-implement it, but in a child
 process whose environment we set: importing Mnemosyne initialises a database at its default path and
-``Mnemosyne(...)`` seeds a ``config.yaml`` into ``MNEMOSYNE_DATA_DIR`` (DESIGN section 1). A real run
+``Mnemosyne(...)`` seeds a ``config.yaml`` into ``MNEMOSYNE_DATA_DIR`` (docs/mnemosyne.md). A real run
 points that environment at the database's own folder; a dry run copies the database into a temporary
 folder (one read snapshot through the backup API), points HOME, HERMES_HOME and MNEMOSYNE_DATA_DIR at
 that folder, runs Mnemosyne's own dry run there, and removes the folder.

@@ -8,7 +8,7 @@ behind them and what else differs between the lines.
 
 Why an older Mnemosyne must never open a newer database: its schema initialisation runs on every
 open, and its writes follow the older rules. 3.15's sleep writes tier-1 summaries stamped "now" into
-a 4.0 database (the recall collapse 4.0 fixed, DESIGN section 1), writes canonical facts without the
+a 4.0 database (the recall collapse 4.0 fixed, docs/mnemosyne.md), writes canonical facts without the
 writer columns 4.0 keeps, and writes vectors un-normalised into a vector store that 4.0 has marked as
 normalised (``user_version`` bit 0x20000000), which 4.0 then ranks with raw L2 distances.
 

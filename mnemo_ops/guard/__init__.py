@@ -1,4 +1,4 @@
-"""The recall guard: maintenance must never make recall worse (DESIGN section 3, "Recall guard").
+"""The recall guard: maintenance must never make recall worse (docs/recall-guard.md).
 
 A job whose manifest says ``guard: recall`` is first run on a trial copy of the database (one read
 snapshot, with copies of state.db and the memory blocks); recall is measured on that copy before and

@@ -1,4 +1,4 @@
-"""memory-maintain: the canonical promotion backstop, then orphan linking (DESIGN section 4).
+"""memory-maintain: the canonical promotion backstop, then orphan linking (docs/jobs/memory-maintain.md).
 
 Options: the ``memory_maintain`` section of the settings schema (``k``, ``min_score``,
 ``max_rows_per_run``, ``batch_size``, ``match_budget``, ``link``, ``backstop_max_rows``), also as

@@ -9,7 +9,7 @@ Used by ``mnemo-ops demo`` and by the tests. The layout is the one a real user h
     <dir>/hermes/mnemosyne/mnemo-ops/queue/new/   a few captured items waiting for bridge-drain
 
 The database is written in a child process whose environment points Mnemosyne at <dir> only, because
-importing Mnemosyne initialises a database at its default path (DESIGN section 1).
+importing Mnemosyne initialises a database at its default path (docs/mnemosyne.md).
 """
 
 from __future__ import annotations

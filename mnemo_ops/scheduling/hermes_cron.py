@@ -1,6 +1,6 @@
 """The jobs as Hermes' own script-only cron jobs: ``$HERMES_HOME/cron/jobs.json`` and one script each.
 
-What Hermes does (hermes-agent's cron, see DESIGN section 4a): it keeps its jobs in
+What Hermes does (hermes-agent's cron, docs/hermes.md): it keeps its jobs in
 ``cron/jobs.json`` (``{"jobs": [...], "updated_at": ...}``), and every writer holds ``fcntl.flock`` on
 ``cron/.jobs.lock`` and replaces the file atomically. A job with ``no_agent: true`` runs its
 ``script`` (a path relative to ``$HERMES_HOME/scripts/``; ``.sh`` under bash, cwd = the script's

@@ -1,4 +1,4 @@
-"""The sleep stages of evening-batch (DESIGN section 5; README "Sleep stages").
+"""The sleep stages of evening-batch (docs/sleep-stages.md).
 
 After the summary repair and before the topic map, under the recall guard: reinforcement
 (restatements confirm, proven contradictions close), prominence (decay), forgetting (archive, never

@@ -1,7 +1,7 @@
 """The ``mnemosyne`` engine: Mnemosyne's own recall, in a child process, on a snapshot copy.
 
 Why a child process: importing ``mnemosyne.core.memory`` creates ``$HERMES_HOME/mnemosyne/data`` and
-``Mnemosyne(...)`` seeds a ``config.yaml`` into ``MNEMOSYNE_DATA_DIR`` (DESIGN section 1). The child
+``Mnemosyne(...)`` seeds a ``config.yaml`` into ``MNEMOSYNE_DATA_DIR`` (docs/mnemosyne.md). The child
 gets an environment whose ``MNEMOSYNE_DATA_DIR`` and ``HERMES_HOME`` point into a temp dir holding
 the snapshot, so nothing appears beside the user's database or in their Hermes home, and the
 recall counters it bumps land in the copy. ``HOME`` is left alone so an embedding model cached
