@@ -223,8 +223,7 @@ def night(layout: SampleLayout, moment: str) -> dict:
     )
     settings = load_settings(
         db=layout.db_path, state_dir=layout.state_dir, environ=layout.environ()
-    )
-    settings.options["guard"]["enabled"] = False
+    ).updated(guard={"enabled": False})
     with freeze_time(datetime.fromisoformat(moment), tick=True):
         cpu_started = time.process_time()
         started = time.perf_counter()

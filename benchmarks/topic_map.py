@@ -113,7 +113,7 @@ def timed_step(settings, step, rebuild: bool) -> tuple[float, JobResult]:
         manifest=get_manifest(settings, "evening-batch"),
         dry_run=False,
         result=result,
-        options={**settings.section("evening-batch"), "rebuild": rebuild},
+        options=settings.evening_batch.model_copy(update={"rebuild": rebuild}),
     )
     started = time.perf_counter()
     step(context, BatchState())

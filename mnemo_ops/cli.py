@@ -8,6 +8,7 @@ from mnemo_ops import __version__
 from mnemo_ops.commands import (
     backup,
     capture,
+    config,
     cron,
     demo,
     doctor,
@@ -100,6 +101,7 @@ COMMAND_MODULES = (
     topics,
     summaries,
     forgotten,
+    config,
 )
 """Every command module, in the order ``--help`` lists them; each adds itself with ``register(app)``."""
 for _module in COMMAND_MODULES:

@@ -182,3 +182,55 @@ def test_a_real_upward_import_in_a_file_fails(tmp_path):
     assert upward_imports(graph) == [
         "mnemo_ops.core.state (core) imports mnemo_ops.commands.run (command line)"
     ]
+
+
+def option_reads_by_string(root: Path = PACKAGE) -> list[str]:
+    """Places outside ``settings`` that read an option by its name as text.
+
+    Options are attributes of typed section models (``settings.backup.keep``, ``ctx.options.k``);
+    a dotted-name lookup (``settings.option("backup.keep")``) or a subscript of an ``options``
+    mapping (``options["k"]``) is what the models replaced: a typo there is found only at run time.
+    """
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] == "settings":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.relative_to(root.parent)}:{getattr(node, 'lineno', 0)}"
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("option", "job_option", "section")
+                and any(
+                    isinstance(argument, ast.Constant | ast.JoinedStr) for argument in node.args
+                )
+            ):
+                found.append(f"{where}: .{node.func.attr}(...) by name")
+            if isinstance(node, ast.Subscript) and isinstance(
+                node.slice, ast.Constant | ast.JoinedStr
+            ):
+                target = node.value
+                name = (
+                    target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                )
+                if name == "options" and isinstance(getattr(node.slice, "value", ""), str):
+                    found.append(f"{where}: options[...] by name")
+    return found
+
+
+def test_no_module_outside_settings_reads_an_option_by_string():
+    assert option_reads_by_string() == []
+
+
+def test_the_option_check_catches_a_read_by_string(tmp_path):
+    copy = tmp_path / "mnemo_ops"
+    (copy / "jobs").mkdir(parents=True)
+    (copy / "jobs" / "backup.py").write_text(
+        "def run(ctx):\n    ctx.options['keep']\n    ctx.settings.option('backup.keep')\n"
+    )
+    (copy / "settings").mkdir()
+    (copy / "settings" / "x.py").write_text("def f(options):\n    return options['keep']\n")
+    assert option_reads_by_string(copy) == [
+        "mnemo_ops/jobs/backup.py:2: options[...] by name",
+        "mnemo_ops/jobs/backup.py:3: .option(...) by name",
+    ]

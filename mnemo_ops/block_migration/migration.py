@@ -42,7 +42,7 @@ from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database import transactions
 from mnemo_ops.database.mnemosyne_api import live_schema_gaps
 from mnemo_ops.foundation.clock import isoformat, local_now, local_timestamp, utc_now
-from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
+from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.memory_blocks import entry_history
 from mnemo_ops.memory_blocks.blocks import (
     BLOCK_NAMES,
@@ -81,19 +81,6 @@ class BlockWork:
     plan: planning.BlockPlan
 
 
-def _checked_options(options: dict[str, Any]):
-    high, low = options["high_water"], options["low_water"]
-    if not low < high:
-        raise UsageError(
-            f"memory_block_migrate.low_water ({low}) must be below high_water ({high})"
-        )
-    try:
-        keep = planning.compile_keep_patterns(options["keep_patterns"] or [])
-    except ValueError as error:
-        raise UsageError(f"memory_block_migrate.keep_patterns: {error}") from None
-    return high, low, keep
-
-
 def _close_row(ctx: JobContext, memory_id: str) -> None:
     """Close a stored entry that recall does not bring back (the entry stays in its file).
 
@@ -118,7 +105,9 @@ class Migration:
     def __init__(self, ctx: JobContext):
         self.ctx = ctx
         self.options = ctx.options
-        self.high, self.low, self.keep = _checked_options(self.options)
+        # The settings model has checked the water marks and that every pattern compiles.
+        self.high, self.low = self.options.high_water, self.options.low_water
+        self.keep = planning.compile_keep_patterns(self.options.keep_patterns)
         self.now = utc_now()
         self.now_iso = isoformat(self.now)
         self.limits = block_limits(ctx.settings)
@@ -209,7 +198,7 @@ class Migration:
         session = session_for_run(f"{self.now:%Y%m%dT%H%M%SZ}")
         sessions = sessions_to_verify(self.latest_session)
         verification: dict[str, Any] = {"sessions": sessions, "rounds": 0}
-        for _ in range(int(self.options["max_rounds"])):
+        for _ in range(self.options.max_rounds):
             pending = self.pending()
             if not pending:
                 break
@@ -225,7 +214,7 @@ class Migration:
                 self.ctx.settings.db_path,
                 items,
                 sessions,
-                self.options["recall_profile"],
+                self.options.recall_profile,
             )
             verification["engine"] = engine
             by_key = {c.key: c for c in pending}
@@ -338,7 +327,7 @@ class Migration:
                     folder / name,
                     work.limit,
                     texts,
-                    float(self.options["lock_wait_seconds"]),
+                    self.options.lock_wait_seconds,
                     preserve=self._preserver(name),
                 )
             except BlockLockTimeout as error:

@@ -29,6 +29,7 @@ from mnemo_ops.block_migration.stored_rows import METADATA_KEY
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.memory_blocks.blocks import USER_BLOCK
 from mnemo_ops.settings import Settings
+from mnemo_ops.settings.job_sections import MemoryBlockMigrateOptions
 
 SESSION_PREFIX = "mnemo-ops-memory-blocks-"
 MEMORY_SOURCE = "memory-block"
@@ -45,7 +46,7 @@ class EntryToStore:
     text: str
     first_seen: str | None
 
-    def request(self, options: dict[str, Any], moved_at: str) -> dict[str, Any]:
+    def request(self, options: MemoryBlockMigrateOptions, moved_at: str) -> dict[str, Any]:
         """The worker's request item: content, source, veracity, importance and metadata."""
         user = self.block == USER_BLOCK
         return {
@@ -53,7 +54,7 @@ class EntryToStore:
             "content": self.text,
             "source": USER_SOURCE if user else MEMORY_SOURCE,
             "veracity": "stated" if user else "inferred",
-            "importance": options["user_importance" if user else "memory_importance"],
+            "importance": options.user_importance if user else options.memory_importance,
             "metadata": {
                 METADATA_KEY: {
                     "key": self.key,
@@ -84,7 +85,7 @@ def session_for_run(stamp: str) -> str:
 def store_entries(
     settings: Settings,
     entries: list[EntryToStore],
-    options: dict[str, Any],
+    options: MemoryBlockMigrateOptions,
     session_id: str,
     moved_at: str,
     initialise: bool,

@@ -26,39 +26,21 @@ from mnemo_ops.bridge.items import (
 from mnemo_ops.bridge.spool import Spool
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.foundation.clock import isoformat, utc_now
+from mnemo_ops.settings.job_sections import BridgeDrainOptions
 
 REJECTION_WARNINGS_SHOWN = 20  # one warning per problem, then a summary line
 MAX_AGENT_SHARE = 0.9
 
 
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """The caps and defaults from the ``bridge_drain`` config section."""
+def pause_after(options: BridgeDrainOptions, busy_s: float) -> float:
+    """How long to pause after an item whose writes took `busy_s`, so the live agent gets its share.
 
-    max_item_bytes: int
-    max_file_bytes: int
-    default_session: str
-    agent_share: float
-
-    @classmethod
-    def from_settings(cls, settings) -> Limits:
-        """Read the limits from settings (``bridge_drain.*``), defaults where unset."""
-        return cls(
-            max_item_bytes=settings.option("bridge_drain.max_item_bytes"),
-            max_file_bytes=settings.option("bridge_drain.max_file_bytes"),
-            default_session=settings.option("bridge_drain.default_session"),
-            agent_share=settings.option("bridge_drain.agent_share"),
-        )
-
-    def pause_after(self, busy_s: float) -> float:
-        """How long to pause after an item whose writes took `busy_s`, so the live agent gets its share.
-
-        Each remember is a dozen short write transactions back to back; a waiting agent polls the lock
-        at growing intervals (SQLite's busy handler), so without free stretches it can wait out its
-        5 s timeout, and Mnemosyne leaves its connection failing from then on.
-        """
-        share = min(self.agent_share, MAX_AGENT_SHARE)
-        return busy_s * share / (1 - share)
+    Each remember is a dozen short write transactions back to back; a waiting agent polls the lock
+    at growing intervals (SQLite's busy handler), so without free stretches it can wait out its
+    5 s timeout, and Mnemosyne leaves its connection failing from then on.
+    """
+    share = min(options.agent_share, MAX_AGENT_SHARE)
+    return busy_s * share / (1 - share)
 
 
 @dataclasses.dataclass
@@ -67,7 +49,7 @@ class Drain:
 
     ctx: JobContext
     spool: Spool
-    limits: Limits
+    limits: BridgeDrainOptions
     connection: apsw.Connection | sqlite3.Connection  # apsw while planning, sqlite3 while ingesting
     known: dict[str, KnownRow]
     merged: set[str]
@@ -146,7 +128,7 @@ class Drain:
             return None
         started = time.monotonic()
         outcome, memory_id = self.ingestor.remember(item, file_name)
-        time.sleep(self.limits.pause_after(time.monotonic() - started))
+        time.sleep(pause_after(self.limits, time.monotonic() - started))
         if outcome == "filtered":
             return (
                 f"Mnemosyne's write filter refused it ({filter_reason(item.content) or 'rejected'})"

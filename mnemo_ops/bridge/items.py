@@ -15,7 +15,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from mnemo_ops.settings import SCHEMA
+from mnemo_ops.settings.job_sections import BridgeDrainOptions
 
 VERACITIES = ("stated", "inferred", "tool", "imported", "unknown")
 """Mnemosyne's veracity labels (``beam.clamp_veracity`` would silently turn any other into 'unknown')."""
@@ -55,9 +55,10 @@ DEFAULT_SOURCE = "bridge"
 DEFAULT_IMPORTANCE = 0.5  # Mnemosyne's own default for remember()
 DEFAULT_VERACITY = "unknown"  # Mnemosyne's own default for remember()
 # The defaults of the ``bridge_drain`` options, read from the one schema (never restated here).
-DEFAULT_SESSION = SCHEMA["bridge_drain"]["default_session"].default
-DEFAULT_MAX_ITEM_BYTES = SCHEMA["bridge_drain"]["max_item_bytes"].default
-DEFAULT_MAX_FILE_BYTES = SCHEMA["bridge_drain"]["max_file_bytes"].default
+_DEFAULTS = BridgeDrainOptions()
+DEFAULT_SESSION = _DEFAULTS.default_session
+DEFAULT_MAX_ITEM_BYTES = _DEFAULTS.max_item_bytes
+DEFAULT_MAX_FILE_BYTES = _DEFAULTS.max_file_bytes
 MAX_LABEL_CHARS = 200  # source, session_id, memory_type, idempotency_key
 
 BRIDGE_METADATA_KEY = "_bridge"

@@ -221,7 +221,7 @@ def stale_temporaries(settings: Settings) -> list[Path]:
 
 def keep_count(settings: Settings, kind: str) -> int:
     """How many verified checkpoints of `kind` are kept (``backup.keep`` / ``backup.pre_write_keep``)."""
-    return int(settings.option("backup.keep" if kind == "daily" else "backup.pre_write_keep"))
+    return settings.backup.keep if kind == "daily" else settings.backup.pre_write_keep
 
 
 def planned_removals(settings: Settings, kind: str) -> list[CheckpointInfo]:

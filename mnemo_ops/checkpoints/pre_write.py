@@ -47,7 +47,7 @@ def take(settings: Settings, job: str) -> str:
     Mnemosyne's connections, and two SQLite libraries on one file in one process drop each other's
     locks. Raises MnemoOpsError when no verified checkpoint could be made.
     """
-    reuse = recent_checkpoint(settings, int(settings.option("backup.reuse_minutes")))
+    reuse = recent_checkpoint(settings, settings.backup.reuse_minutes)
     if reuse is not None:
         return reuse.name
     outcome = create_in_child(settings, "pre-write", job, utc_now())

@@ -13,7 +13,6 @@ outcome as JSON.
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -24,9 +23,7 @@ from typing import Any
 from mnemo_ops.checkpoints.create import CheckpointError, CheckpointOutcome, create_checkpoint
 from mnemo_ops.foundation.clock import isoformat
 from mnemo_ops.foundation.errors import MnemoOpsError
-from mnemo_ops.settings import SCHEMA, Settings
-
-DEFAULT_DISK_OPTIONS = {key: option.default for key, option in SCHEMA["disk"].items()}
+from mnemo_ops.settings import Config, Settings, parse_config
 
 
 def _settings(payload: dict[str, Any]) -> Settings:
@@ -38,7 +35,9 @@ def _settings(payload: dict[str, Any]) -> Settings:
         hermes_home=Path(payload["memory_blocks_dir"]).parent,
         memory_blocks_dir=Path(payload["memory_blocks_dir"]),
         owner="default",
-        options={"disk": payload.get("disk") or copy.deepcopy(DEFAULT_DISK_OPTIONS)},
+        config=parse_config({"disk": payload["disk"]}, "the checkpoint request")
+        if payload.get("disk")
+        else Config(),
         sources={},
     )
 
@@ -54,7 +53,7 @@ def create_in_child(
         "kind": kind,
         "job": job,
         "moment": isoformat(moment),
-        "disk": settings.options.get("disk"),
+        "disk": settings.disk.model_dump(),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "mnemo_ops.checkpoints.worker"],

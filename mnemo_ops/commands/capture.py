@@ -13,7 +13,6 @@ from typing import Any
 
 import typer
 
-from mnemo_ops.bridge.drain import Limits
 from mnemo_ops.bridge.items import VERACITIES, Item, parse_file
 from mnemo_ops.bridge.spool import Spool
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
@@ -49,7 +48,7 @@ def capture(settings, item: dict[str, Any]) -> tuple[str, Item]:
     A bad item is a UsageError naming the field (exit 2), and nothing is written.
     """
     data = (json.dumps(item, ensure_ascii=False) + "\n").encode("utf-8")
-    limits = Limits.from_settings(settings)
+    limits = settings.bridge_drain
     spool = Spool(settings.queue_dir)
     name = spool.unique_name(".json")
     parsed = parse_file(

@@ -14,7 +14,7 @@ from mnemo_ops.settings import JOB_NAMES
 def _rendered(command: list[str], with_paths: bool) -> str:
     settings = CURRENT.settings
     global_args = command[1:] + (path_arguments(settings) if with_paths else [])
-    disabled = {name for name in JOB_NAMES if not settings.job_option(name, "enabled")}
+    disabled = {name for name in JOB_NAMES if not settings.job(name).enabled}
     return crontab.render(
         effective_manifests(settings),
         command=command[0],

@@ -24,7 +24,7 @@ EXIT_CODES = (
 
 def _request(deliver: str | None, wait: float | None) -> hermes_cron.InstallRequest:
     settings = CURRENT.settings
-    deliver = deliver if deliver is not None else settings.option("scheduling.hermes.deliver")
+    deliver = deliver if deliver is not None else settings.scheduling.hermes.deliver
     if deliver is not None and (not deliver or any(character.isspace() for character in deliver)):
         raise UsageError(
             f"--deliver must be a Hermes delivery target such as local, got {deliver!r}"
@@ -39,12 +39,10 @@ def _request(deliver: str | None, wait: float | None) -> hermes_cron.InstallRequ
         manifests=manifests,
         command=[*installed_command(), *path_arguments(settings)],
         deliver=deliver,
-        disabled={name for name in JOB_NAMES if not settings.job_option(name, "enabled")},
-        report_since=settings.option("scheduling.hermes.report_since"),
+        disabled={name for name in JOB_NAMES if not settings.job(name).enabled},
+        report_since=settings.scheduling.hermes.report_since,
         now=local_now().astimezone(zone),
-        lock_wait_s=settings.option("scheduling.hermes.lock_wait_seconds")
-        if wait is None
-        else wait,
+        lock_wait_s=settings.scheduling.hermes.lock_wait_seconds if wait is None else wait,
         environ=dict(os.environ),
         job_flags=scheduled_flags(settings),
     )
@@ -182,7 +180,7 @@ def register(app: typer.Typer) -> None:
         if dry_run:
             plan = hermes_cron.plan_uninstall(paths)
         else:
-            lock_wait = settings.option("scheduling.hermes.lock_wait_seconds")
+            lock_wait = settings.scheduling.hermes.lock_wait_seconds
             plan = hermes_cron.apply_uninstall(paths, lock_wait if wait is None else wait)
         emit(plan.to_dict(), lambda console: _print_plan(console, plan, "uninstall"))
 

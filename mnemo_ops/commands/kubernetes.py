@@ -44,25 +44,23 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         settings = CURRENT.settings
 
-        def option(key: str, given):
-            return given if given is not None else settings.option(f"scheduling.kubernetes.{key}")
+        configured = settings.scheduling.kubernetes
 
-        claim_name = option("claim", claim)
+        def option(given, default):
+            return given if given is not None else default
+
+        claim_name = option(claim, configured.claim)
         options = kubernetes.KubernetesOptions(
             claim=claim_name or "",
             agent=agent or claim_name or "",
-            image=option("image", image),
-            namespace=option("namespace", namespace),
-            mount_path=settings.option("scheduling.kubernetes.mount_path"),
-            time_zone=settings.option("scheduling.kubernetes.time_zone"),
-            starting_deadline_s=settings.option("scheduling.kubernetes.starting_deadline_seconds"),
-            successful_history=settings.option(
-                "scheduling.kubernetes.successful_jobs_history_limit"
-            ),
-            failed_history=settings.option("scheduling.kubernetes.failed_jobs_history_limit"),
-            disabled=frozenset(
-                name for name in JOB_NAMES if not settings.job_option(name, "enabled")
-            ),
+            image=option(image, configured.image),
+            namespace=option(namespace, configured.namespace),
+            mount_path=settings.scheduling.kubernetes.mount_path,
+            time_zone=settings.scheduling.kubernetes.time_zone,
+            starting_deadline_s=settings.scheduling.kubernetes.starting_deadline_seconds,
+            successful_history=configured.successful_jobs_history_limit,
+            failed_history=settings.scheduling.kubernetes.failed_jobs_history_limit,
+            disabled=frozenset(name for name in JOB_NAMES if not settings.job(name).enabled),
             job_flags=scheduled_flags(settings),
         )
         documents = kubernetes.render(effective_manifests(settings), options)

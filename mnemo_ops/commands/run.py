@@ -15,7 +15,8 @@ from mnemo_ops.core.results import Severity, Status
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.foundation.exit_codes import USAGE
 from mnemo_ops.jobs import run_job
-from mnemo_ops.settings import JOB_NAMES, SCHEMA, Option, job_section
+from mnemo_ops.settings import JOB_NAMES, JOB_SECTIONS
+from mnemo_ops.settings.types import is_run_only
 
 
 def parse_options(pairs: list[str] | None, flags: list[str] | None) -> dict[str, str]:
@@ -41,8 +42,8 @@ def _flags_help() -> str:
     for job in JOB_NAMES:
         flags = [
             f"--{key.replace('_', '-')}"
-            for key, spec in SCHEMA.get(job_section(job), {}).items()
-            if isinstance(spec, Option) and spec.per_run and spec.kind is bool
+            for key, field in JOB_SECTIONS[job].model_fields.items()
+            if is_run_only(field) and field.annotation is bool
         ]
         if flags:
             parts.append(f"{job}: {', '.join(flags)}")

@@ -29,10 +29,10 @@ def _options(user: bool, command: str | None) -> systemd.RenderOptions:
         config_arguments=config,
         user=user,
         run_as=None if user else systemd.owner_of(settings.db_path),
-        randomized_delay_s=settings.option("scheduling.systemd.randomized_delay_seconds"),
-        nice=settings.option("scheduling.systemd.nice"),
-        idle_jobs=frozenset(settings.option("scheduling.systemd.idle_jobs")),
-        disabled=frozenset(name for name in JOB_NAMES if not settings.job_option(name, "enabled")),
+        randomized_delay_s=settings.scheduling.systemd.randomized_delay_seconds,
+        nice=settings.scheduling.systemd.nice,
+        idle_jobs=frozenset(settings.scheduling.systemd.idle_jobs),
+        disabled=frozenset(name for name in JOB_NAMES if not settings.job(name).enabled),
         job_flags=scheduled_flags(settings),
     )
 
@@ -136,7 +136,7 @@ def register(app: typer.Typer) -> None:
         settings = CURRENT.settings
 
         def timers(enabled: bool) -> list[str]:
-            chosen = [job for job in jobs if settings.job_option(job, "enabled") == enabled]
+            chosen = [job for job in jobs if settings.job(job).enabled == enabled]
             if homes:
                 return [systemd.instance_timer(job, path) for path in homes for job in chosen]
             return [f"{systemd.UNIT_PREFIX}{job}.timer" for job in chosen]

@@ -14,7 +14,7 @@ from mnemo_ops.foundation.errors import MnemoOpsError
 
 def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
     """Mnemosyne's own ``sleep_all_sessions`` (with ``reclaim_orphans`` first), counts into `changes`."""
-    stale_seconds = int(ctx.options["reclaim_stale_seconds"])
+    stale_seconds = ctx.options.reclaim_stale_seconds
     connection = ctx.open_db(readonly=True)
     try:
         pending = episodic.pending_work(connection, stale_seconds)
@@ -31,10 +31,10 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
         ctx.settings.db_path,
         ctx.settings.hermes_home,
         dry_run=ctx.dry_run,
-        model=str(ctx.options["consolidation_model"]),
+        model=ctx.options.consolidation_model,
         reclaim_stale_seconds=stale_seconds,
         timeout_s=ctx.manifest.timeout,
-        max_rows_per_summary=ctx.options["max_rows_per_summary"],
+        max_rows_per_summary=ctx.options.max_rows_per_summary,
         pending_rows=pending["eligible"] + pending["orphan_claims"],
         inspect_snapshot=(lambda path: _planned_repairs(ctx, path)) if ctx.dry_run else None,
     )
@@ -78,19 +78,19 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
 
 def _planned_repairs(ctx: JobContext, db_path) -> int | None:
     """How many summaries the repair would change in the database at `db_path` (None: repair off)."""
-    if not ctx.options["summary_repair"]:
+    if not ctx.options.summary_repair:
         return None
     connection = database.open_memory_db(db_path, readonly=True)
     try:
-        return len(summary_repair.plan(connection, ctx.options["summary_tier"]))
+        return len(summary_repair.plan(connection, ctx.options.summary_tier))
     finally:
         connection.close()
 
 
 def summary_repair_step(ctx: JobContext, batch: BatchState) -> None:
     """Every summary, ours or Mnemosyne's auto-sleep's, at the summary tier with its sources' time."""
-    tier = ctx.options["summary_tier"]
-    if not ctx.options["summary_repair"]:
+    tier = ctx.options.summary_tier
+    if not ctx.options.summary_repair:
         ctx.result.stats["summary_repair"] = {"enabled": False}
         ctx.warn(
             "summary-repair-off",

@@ -22,9 +22,10 @@ from mnemo_ops.settings import Settings
 class JobContext:
     """The job's view of the world. `dry_run` is explicit; check it right before each side effect.
 
-    `options` is the job's resolved option section (``--option`` over the config file over the
-    schema defaults); `run_options` holds only the values given for this run, for the rare option
-    whose precedence sits between the two (the eval's ``k``: flag, then suite, then config).
+    `options` is the job's typed option section (``--option`` over the config file over the
+    defaults: ``ctx.options.k``); `run_options` has the same fields, each None unless given for
+    this run, for the rare option whose precedence sits between the two (the eval's ``k``: flag,
+    then suite, then config).
     """
 
     settings: Settings
@@ -32,8 +33,8 @@ class JobContext:
     dry_run: bool
     result: JobResult
     force: bool = False
-    options: dict[str, Any] = dataclasses.field(default_factory=dict)
-    run_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    options: Any = None
+    run_options: Any = None
     progress: ProgressReporter = dataclasses.field(default_factory=lambda: ProgressReporter(False))
     checkpoint_hook: Callable[[JobContext], str | None] | None = None
     _checkpoint_taken: bool = False

@@ -9,15 +9,18 @@ import dataclasses
 import importlib.util
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from croniter import croniter
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from mnemo_ops.database.versions import USAGES as MNEMOSYNE_USAGES
 from mnemo_ops.foundation.errors import ConfigError, UsageError
 from mnemo_ops.foundation.resources import resource_dir
 from mnemo_ops.settings import JOB_NAMES, Settings
+from mnemo_ops.settings.messages import validation_message
+from mnemo_ops.settings.types import CronExpression, PositiveInt
 
 WRITE_SCOPES = (
     "database",
@@ -31,16 +34,6 @@ WRITE_SCOPES = (
 CHECKPOINT_MODES = ("none", "before-write")
 GUARDS = ("recall",)
 """``guard: recall``: the change is tried on a copy and kept only if recall stays within tolerance."""
-_FIELDS = {
-    "name",
-    "schedule",
-    "description",
-    "writes",
-    "checkpoint",
-    "timeout",
-    "guard",
-    "mnemosyne",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,47 +90,38 @@ def manifests_dir() -> Path:
     return resource_dir("jobs")
 
 
+class ManifestFile(BaseModel):
+    """What a manifest file may say; checked once here, then turned into a JobManifest."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    name: Literal[JOB_NAMES]  # type: ignore[valid-type]  # the jobs named in settings
+    schedule: CronExpression
+    description: str
+    writes: list[Literal[WRITE_SCOPES]] | None  # type: ignore[valid-type]
+    checkpoint: Literal[CHECKPOINT_MODES]  # type: ignore[valid-type]
+    timeout: PositiveInt
+    guard: Literal[GUARDS] | None = None  # type: ignore[valid-type]
+    mnemosyne: Literal[MNEMOSYNE_USAGES] = "none"  # type: ignore[valid-type]
+
+
 def _parse(path: Path, data: Any) -> JobManifest:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a job manifest must be a mapping")
-    unknown = set(data) - _FIELDS
-    if unknown:
-        raise ConfigError(f"{path}: unknown key '{sorted(unknown)[0]}'")
-    for key in ("name", "schedule", "description", "writes", "checkpoint", "timeout"):
-        if key not in data:
-            raise ConfigError(f"{path}: missing key '{key}'")
-    name, schedule = data["name"], data["schedule"]
-    if name not in JOB_NAMES:
-        raise ConfigError(f"{path}: key 'name' is not a known job: {name!r}")
-    if not isinstance(schedule, str) or not croniter.is_valid(schedule):
-        raise ConfigError(f"{path}: key 'schedule' is not a valid cron expression: {schedule!r}")
-    writes = data["writes"] or []
-    if not isinstance(writes, list) or any(scope not in WRITE_SCOPES for scope in writes):
-        raise ConfigError(f"{path}: key 'writes' must be a list of {', '.join(WRITE_SCOPES)}")
-    if data["checkpoint"] not in CHECKPOINT_MODES:
-        raise ConfigError(f"{path}: key 'checkpoint' must be one of {', '.join(CHECKPOINT_MODES)}")
-    if (
-        not isinstance(data["timeout"], int)
-        or isinstance(data["timeout"], bool)
-        or data["timeout"] <= 0
-    ):
-        raise ConfigError(f"{path}: key 'timeout' must be a positive number of seconds")
-    guard = data.get("guard")
-    if guard is not None and guard not in GUARDS:
-        raise ConfigError(f"{path}: key 'guard' must be one of {', '.join(GUARDS)}")
-    mnemosyne = data.get("mnemosyne", "none")
-    if mnemosyne not in MNEMOSYNE_USAGES:
-        raise ConfigError(f"{path}: key 'mnemosyne' must be one of {', '.join(MNEMOSYNE_USAGES)}")
+    try:
+        checked = ManifestFile.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(validation_message(ManifestFile, error, str(path))) from None
     return JobManifest(
-        name=name,
-        schedule=schedule,
-        description=str(data["description"]).strip(),
-        writes=tuple(writes),
-        checkpoint=data["checkpoint"],
-        timeout=data["timeout"],
+        name=checked.name,
+        schedule=checked.schedule,
+        description=checked.description.strip(),
+        writes=tuple(checked.writes or ()),
+        checkpoint=checked.checkpoint,
+        timeout=checked.timeout,
         path=path,
-        guard=guard,
-        mnemosyne=mnemosyne,
+        guard=checked.guard,
+        mnemosyne=checked.mnemosyne,
     )
 
 
@@ -158,8 +142,8 @@ def effective_manifests(settings: Settings) -> dict[str, JobManifest]:
     result = {}
     for name, manifest in load_manifests().items():
         result[name] = manifest.with_overrides(
-            schedule=settings.job_option(name, "schedule"),
-            timeout=settings.job_option(name, "timeout"),
+            schedule=settings.job(name).schedule,
+            timeout=settings.job(name).timeout,
         )
     return result
 

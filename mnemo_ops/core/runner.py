@@ -131,10 +131,9 @@ def run_job(
     MnemoOpsError with exit code 2; a held lock yields a ``skipped`` result (exit 75) with a ledger row.
     """
     manifest = get_manifest(settings, name)
-    run_options = settings.check_run_options(name, options or {})
-    settings = settings.with_run_options(name, run_options)
+    settings, section, run_options = settings.check_run_options(name, options or {})
     result = JobResult(job=name, dry_run=dry_run, db=str(settings.db_path))
-    if not settings.job_option(name, "enabled") and not force:
+    if not settings.job(name).enabled and not force:
         result.status = Status.SKIPPED
         result.exit_code_override = OK
         result.warn(
@@ -166,7 +165,7 @@ def run_job(
             dry_run=dry_run,
             result=result,
             force=force,
-            options=settings.section(name),
+            options=section,
             run_options=run_options,
             progress=ProgressReporter(show_progress),
             checkpoint_hook=hooks.checkpoint,

@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 
 import apsw
 
-from mnemo_ops.settings import SCHEMA
+from mnemo_ops.settings.sections import TransactionOptions
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -59,7 +59,7 @@ class Policy:
     - `target_s`: `write_items` stops taking new items once a transaction has run this long;
     - `max_s`: the bound; a transaction that ran longer is counted (``over_bound``) and reported;
     - `agent_share`: after each commit, pause ``held * share / (1 - share)`` (0: no pause).
-    The defaults are the settings schema's (``transactions`` section).
+    Made from the ``transactions`` section (milliseconds there, seconds here).
     """
 
     target_s: float
@@ -68,21 +68,16 @@ class Policy:
 
     @classmethod
     def defaults(cls) -> Policy:
-        """The policy of the schema defaults (outside a job run, e.g. ``trigger install``)."""
-        section = SCHEMA["transactions"]
-        return cls(
-            target_s=section["target_ms"].default / 1000,
-            max_s=section["max_ms"].default / 1000,
-            agent_share=section["agent_share"].default,
-        )
+        """The policy of the defaults (outside a job run, e.g. ``trigger install``)."""
+        return cls.of(TransactionOptions())
 
     @classmethod
-    def from_settings(cls, settings) -> Policy:
-        """The policy of the ``transactions`` settings section."""
+    def of(cls, options: TransactionOptions) -> Policy:
+        """The policy of a ``transactions`` section."""
         return cls(
-            target_s=settings.option("transactions.target_ms") / 1000,
-            max_s=settings.option("transactions.max_ms") / 1000,
-            agent_share=settings.option("transactions.agent_share"),
+            target_s=options.target_ms / 1000,
+            max_s=options.max_ms / 1000,
+            agent_share=options.agent_share,
         )
 
     def pause_after(self, held_s: float) -> float:

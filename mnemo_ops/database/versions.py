@@ -32,6 +32,7 @@ from pathlib import Path
 
 from mnemo_ops.database.mnemosyne_api import mnemosyne_version
 from mnemo_ops.foundation.errors import DatabaseError, UsageError
+from mnemo_ops.settings.job_sections import RetrievalEvalOptions
 
 DISTRIBUTION = "mnemosyne-memory"
 
@@ -372,17 +373,19 @@ def preflight(ctx) -> None:
 
     Applies to jobs whose manifest says they use Mnemosyne (``mnemosyne: opens-database |
     opens-snapshot | uses-code``), dry runs included (a dry run reports what the real run would do).
-    A job section with an ``engine`` option uses Mnemosyne only when it is ``mnemosyne``; one with a
-    ``python`` option runs the Mnemosyne of that interpreter (the eval's upgrade gate).
+    The retrieval eval uses Mnemosyne only with ``engine: mnemosyne``, and runs the Mnemosyne of
+    its ``python`` when one is set (the upgrade gate).
     A warning (an untested line) is added to the result.
     """
     usage = usage_of(ctx.manifest)
     if usage == NONE:
         return
-    options = ctx.options or {}
-    if options.get("engine", "mnemosyne") != "mnemosyne":
-        return
-    verdict = check_database(ctx.settings.db_path, usage, python=options.get("python") or None)
+    python = None
+    if isinstance(ctx.options, RetrievalEvalOptions):
+        if ctx.options.engine != "mnemosyne":
+            return
+        python = ctx.options.python or None
+    verdict = check_database(ctx.settings.db_path, usage, python=python)
     ctx.result.stats["mnemosyne_version"] = verdict.version
     ctx.result.stats["database_written_by"] = verdict.database.describe()
     if verdict.problem:

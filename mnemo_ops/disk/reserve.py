@@ -49,8 +49,8 @@ def database_bytes(settings: Settings) -> int:
 
 def reserve_bytes(settings: Settings) -> int:
     """The free space kept for the agent: factor x (database + WAL), at least the floor."""
-    factor = settings.option("disk.reserve_factor")
-    floor = settings.option("disk.reserve_floor_mb") * MEBIBYTE
+    factor = settings.disk.reserve_factor
+    floor = settings.disk.reserve_floor_mb * MEBIBYTE
     return max(floor, int(factor * database_bytes(settings)))
 
 
@@ -111,7 +111,7 @@ def preflight(ctx: JobContext) -> None:
     if not space.enough:
         raise MnemoOpsError(
             f"not starting {ctx.manifest.name}: {space.describe()} "
-            f"({ctx.settings.option('disk.reserve_factor'):g}x the database and its WAL, at least "
-            f"{ctx.settings.option('disk.reserve_floor_mb')} MiB: disk.reserve_factor, "
+            f"({ctx.settings.disk.reserve_factor:g}x the database and its WAL, at least "
+            f"{ctx.settings.disk.reserve_floor_mb} MiB: disk.reserve_factor, "
             "disk.reserve_floor_mb); free some space first"
         )

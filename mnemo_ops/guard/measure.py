@@ -83,7 +83,7 @@ def engine_for(settings: Settings, db_path: Path) -> MnemosyneEngine:
 
 def cutoff_for(settings: Settings, engine: MnemosyneEngine) -> int:
     """How many items the agent is given: the plugin's 5 in the Hermes profile, else the eval's k."""
-    return 5 if engine.profile == "hermes" else int(settings.option("retrieval_eval.k"))
+    return 5 if engine.profile == "hermes" else settings.retrieval_eval.k
 
 
 def measure(
@@ -98,7 +98,7 @@ def measure(
     cutoff = cutoff_for(settings, engine)
     queries = [Query(text=probe.query, k=cutoff, session=probe.session_id) for probe in probes]
     suite_k, case_queries = (
-        suite_queries(suite, default_k=settings.option("retrieval_eval.k")) if suite else (0, [])
+        suite_queries(suite, default_k=settings.retrieval_eval.k) if suite else (0, [])
     )
     try:
         ranked = (

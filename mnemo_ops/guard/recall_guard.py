@@ -19,7 +19,6 @@ A run killed at any point leaves the live files as they were; the next run remov
 from __future__ import annotations
 
 import concurrent.futures
-import copy
 import dataclasses
 import shutil
 import sqlite3
@@ -40,7 +39,7 @@ from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.private_files import ensure_private_dir
 from mnemo_ops.guard import history, probes
 from mnemo_ops.guard.measure import measure
-from mnemo_ops.guard.verdict import Tolerances, decide
+from mnemo_ops.guard.verdict import decide
 from mnemo_ops.settings import Settings
 
 GUARD_DIR = "guard"
@@ -154,21 +153,20 @@ def make_trial(settings: Settings, copy_blocks: bool) -> Trial:
             ensure_private_dir(blocks)
     # The job on the trial sees the user's eval suite where the live run sees it (its default path
     # is inside the state dir, which the trial replaces): a sleep stage protects the suite's answers.
-    options = copy.deepcopy(settings.options)
     suite = settings.state_dir / "eval" / "suite.jsonl"
-    if not options["retrieval_eval"].get("suite") and suite.is_file():
-        options["retrieval_eval"]["suite"] = str(suite)
+    if not settings.retrieval_eval.suite and suite.is_file():
+        settings = settings.updated(retrieval_eval={"suite": str(suite)})
     trial_settings = dataclasses.replace(
-        settings, db_path=db_path, state_dir=state_dir, memory_blocks_dir=blocks, options=options
+        settings, db_path=db_path, state_dir=state_dir, memory_blocks_dir=blocks
     )
     return Trial(folder=trial_folder, settings=trial_settings)
 
 
 def _suite(settings: Settings):
     """The user's eval suite, when the guard should measure it and it exists."""
-    if not settings.option("guard.eval_suite"):
+    if not settings.guard.eval_suite:
         return None
-    configured = settings.option("retrieval_eval.suite")
+    configured = settings.retrieval_eval.suite
     path = (
         Path(configured).expanduser() if configured else settings.state_dir / "eval" / "suite.jsonl"
     )
@@ -204,7 +202,7 @@ class RecallGuard:
         settings = ctx.settings
         if is_marked_not_needed(ctx):
             return True
-        if not settings.option("guard.enabled"):
+        if not settings.guard.enabled:
             ctx.result.stats["guard"] = {"verdict": "off"}
             ctx.warn(
                 "recall-guard-off", "the recall guard is off (guard.enabled: false)", Severity.INFO
@@ -214,7 +212,9 @@ class RecallGuard:
         remove_stale_trials(settings)
         live = ctx.open_db(readonly=True)
         try:
-            fingerprint = history.fingerprint(ctx.job, settings.options, live)
+            fingerprint = history.fingerprint(
+                ctx.job, settings.config.model_dump(mode="json", by_alias=True), live
+            )
         finally:
             live.close()
         state_db = ctx.open_state()
@@ -237,9 +237,7 @@ class RecallGuard:
         try:
             connection = database.open_memory_db(trial.db_path, readonly=True)
             try:
-                refreshed = probes.refresh(
-                    connection, state_db, int(settings.option("guard.probes"))
-                )
+                refreshed = probes.refresh(connection, state_db, settings.guard.probes)
             finally:
                 connection.close()
             # The database as it was, kept for the "before" measurement: measured only when the job
@@ -260,9 +258,7 @@ class RecallGuard:
             live_after = _live_ids(trial.db_path, [probe.memory_id for probe in refreshed.probes])
         finally:
             trial.remove()
-        verdict = decide(
-            refreshed.probes, before, after, live_after, Tolerances.from_settings(settings)
-        )
+        verdict = decide(refreshed.probes, before, after, live_after, settings.guard)
         figures = verdict.to_stats()
         figures.update(
             {
@@ -320,8 +316,8 @@ class RecallGuard:
             dry_run=False,
             result=result,
             force=ctx.force,
-            options=dict(ctx.options),
-            run_options=dict(ctx.run_options),
+            options=ctx.options,
+            run_options=ctx.run_options,
             progress=ctx.progress,
         )
         try:

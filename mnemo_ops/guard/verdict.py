@@ -14,24 +14,7 @@ from typing import Any
 
 from mnemo_ops.guard.measure import Measurement
 from mnemo_ops.guard.probes import Probe
-
-
-@dataclasses.dataclass(frozen=True)
-class Tolerances:
-    """The ``guard`` config section's limits."""
-
-    recall: float
-    mrr: float
-    max_newly_failing: int
-
-    @classmethod
-    def from_settings(cls, settings) -> Tolerances:
-        """Read the limits from the settings schema."""
-        return cls(
-            recall=float(settings.option("guard.recall_tolerance")),
-            mrr=float(settings.option("guard.mrr_tolerance")),
-            max_newly_failing=int(settings.option("guard.max_newly_failing")),
-        )
+from mnemo_ops.settings.sections import GuardOptions
 
 
 @dataclasses.dataclass
@@ -80,11 +63,13 @@ def _drops(
     label: str,
     before: dict[str, float],
     after: dict[str, float],
-    tolerances: Tolerances,
+    tolerances: GuardOptions,
 ) -> list[str]:
     problems = []
     for name, value in before.items():
-        limit = tolerances.recall if name.startswith("recall") else tolerances.mrr
+        limit = (
+            tolerances.recall_tolerance if name.startswith("recall") else tolerances.mrr_tolerance
+        )
         now = after.get(name, 0.0)
         if value - now > limit + 1e-12:
             problems.append(
@@ -117,7 +102,7 @@ def decide(
     before: Measurement,
     after: Measurement,
     live_after: set[str],
-    tolerances: Tolerances,
+    tolerances: GuardOptions,
 ) -> Verdict:
     """Compare `before` with `after` (see the module docstring); `live_after` holds the memory ids
     still live in the database after the change."""

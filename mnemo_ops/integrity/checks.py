@@ -669,17 +669,17 @@ def run_audit(
     fts_findings(audit, dry_run)
     dangling_graph_edges(connection, audit, tables)
     canonical_duplicates(connection, audit, tables, dry_run)
-    triple_invariants(connection, audit, tables, options["multi_valued_predicates"], dry_run)
+    triple_invariants(connection, audit, tables, options.multi_valued_predicates, dry_run)
     # Older schemas lack the lifecycle columns until Mnemosyne migrates them; skip what cannot apply.
     columns = set(database.column_names(connection, "working_memory"))
     lifecycle = {"valid_until", "superseded_by"} <= columns
     if lifecycle:
         superseded_by_missing(connection, audit, tables)
     if {"consolidated_at", "consolidation_claimed_at"} <= columns and "episodic_memory" in tables:
-        orphaned_claims(connection, audit, options["claim_stale_hours"])
+        orphaned_claims(connection, audit, options.claim_stale_hours)
     if lifecycle:
         auto_lineages(connection, audit, tables, dry_run)
-    unconfirmed_facts(connection, audit, tables, options["unconfirmed_fact_age_days"])
+    unconfirmed_facts(connection, audit, tables, options.unconfirmed_fact_age_days)
     if lifecycle:
         missing_vectors(connection, audit, tables)
     if not lifecycle:

@@ -49,7 +49,7 @@ def metered(job: Callable[[JobContext], Any]) -> Callable[[JobContext], Any]:
     """
 
     def run(ctx: JobContext) -> Any:
-        policy = transactions.Policy.from_settings(ctx.settings)
+        policy = transactions.Policy.of(ctx.settings.transactions)
         with transactions.metered(policy) as meter:
             try:
                 return job(ctx)

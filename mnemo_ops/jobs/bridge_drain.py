@@ -6,7 +6,7 @@ The work lives in ``mnemo_ops.bridge``: ``items`` (parse and validate), ``spool`
 
 from __future__ import annotations
 
-from mnemo_ops.bridge.drain import REJECTION_WARNINGS_SHOWN, Drain, Limits
+from mnemo_ops.bridge.drain import REJECTION_WARNINGS_SHOWN, Drain
 from mnemo_ops.bridge.ingest import (
     Ingestor,
     create_keys_table,
@@ -41,7 +41,6 @@ def run(ctx: JobContext) -> JobResult:
     ctx.result.stats["files_pending"] = len(names)
     if not names:
         return ctx.result
-    limits = Limits.from_settings(ctx.settings)
     connection = ctx.open_db()
     state_db = ctx.open_state()
     drain = None
@@ -49,7 +48,7 @@ def run(ctx: JobContext) -> JobResult:
         drain = Drain(
             ctx=ctx,
             spool=spool,
-            limits=limits,
+            limits=ctx.options,
             connection=connection,
             known=keys_in_database(connection),
             merged=merged_keys_in_state(state_db),

@@ -23,7 +23,6 @@ from mnemo_ops.foundation.clock import local_now, utc_now
 from mnemo_ops.guard.recall_guard import mark_not_needed
 from mnemo_ops.sleep import dream_steps, triggers
 from mnemo_ops.sleep import steps as sleep_steps
-from mnemo_ops.sleep.config import SleepOptions
 from mnemo_ops.sleep.night import TRIGGERS_KEY
 from mnemo_ops.topics import steps as map_steps
 
@@ -50,8 +49,9 @@ def preflight(ctx: JobContext) -> None:
         decision = triggers.decide(
             connection,
             ledger,
-            SleepOptions.from_settings(ctx.settings),
-            if_needed=bool(ctx.options["if_needed"]),
+            ctx.settings.sleep,
+            tuple(ctx.settings.monthly_maintenance.multi_valued_predicates),
+            if_needed=ctx.options.if_needed,
             force=ctx.force,
             now_local=local_now(),
             now_utc=utc_now(),

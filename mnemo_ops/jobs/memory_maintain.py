@@ -25,11 +25,11 @@ CURSOR_TABLE = "memory_maintain_cursor"
 def link_options(ctx: JobContext) -> orphans.LinkOptions:
     """Linking options from the job's resolved section (``--option`` over config over defaults)."""
     return orphans.LinkOptions(
-        k=ctx.options["k"],
-        min_score=ctx.options["min_score"],
-        max_rows=ctx.options["max_rows_per_run"],
-        batch_size=ctx.options["batch_size"],
-        match_budget=ctx.options["match_budget"] or None,
+        k=ctx.options.k,
+        min_score=ctx.options.min_score,
+        max_rows=ctx.options.max_rows_per_run,
+        batch_size=ctx.options.batch_size,
+        match_budget=ctx.options.match_budget or None,
     )
 
 
@@ -104,7 +104,7 @@ def _state_writer(ctx: JobContext):
 
 
 def _older_than_a_round(ctx: JobContext, stamp: str | None) -> bool:
-    days = ctx.options["full_round_days"]
+    days = ctx.options.full_round_days
     if days == 0 or stamp is None:
         return True
     return utc_now() - datetime.fromisoformat(stamp) >= timedelta(days=days)
@@ -168,7 +168,7 @@ def _backstop(ctx: JobContext, connection) -> None:
         )
     # A large history that predates the trigger (290k facts at 1M rows) is worked off over several
     # runs: each run's share is bounded, and the marks below move only once a pass is complete.
-    this_run = plan.limited(ctx.options["backstop_max_rows"])
+    this_run = plan.limited(ctx.options.backstop_max_rows)
     capped = this_run.size < plan.size
     ctx.result.stats["canonical"]["this_run"] = this_run.size
     if capped:
@@ -301,11 +301,11 @@ def preflight(ctx: JobContext) -> None:
             and link_state.backstop_mark is not None
             and not _older_than_a_round(ctx, link_state.backstop_full_at)
         )
-        linking_incremental = not ctx.options["link"] or not _full_round_due(ctx, link_state)
+        linking_incremental = not ctx.options.link or not _full_round_due(ctx, link_state)
         if not (backstop_incremental and linking_incremental):
             return
         marks = [link_state.backstop_mark]
-        if ctx.options["link"]:
+        if ctx.options.link:
             marks.append(link_state.high_water)
         if orphans.highest_rowid(connection) <= min(marks):
             mark_not_needed(ctx, "no memory added since the last passes")
@@ -325,7 +325,7 @@ def run(ctx: JobContext) -> JobResult:
     connection = ctx.open_db()
     try:
         _backstop(ctx, connection)
-        if ctx.options["link"]:
+        if ctx.options.link:
             _link(ctx, connection, options)
         else:
             # Mnemosyne's plain recall (the Hermes plugin's) never follows these edges but pays

@@ -168,10 +168,10 @@ def apply_repairs(ctx: JobContext, audit: checks.Audit, options: dict[str, Any])
         ctx.result.stats["maintenance"] = repairs.optimize(
             connection,
             _fts_tables(connection),
-            options["fts_merge_pages"],
-            options["fts_merge_max_steps"],
+            options.fts_merge_pages,
+            options.fts_merge_max_steps,
         )
-        if ctx.options["vacuum"]:
+        if ctx.options.vacuum:
             repairs.vacuum(connection)
             ctx.result.stats["maintenance"]["vacuum"] = True
     finally:
@@ -236,7 +236,7 @@ def run(ctx: JobContext) -> JobResult:
             "optimize",
             "fts merge",
             "wal_checkpoint(PASSIVE)",
-        ] + (["vacuum"] if ctx.options["vacuum"] else [])
+        ] + (["vacuum"] if ctx.options.vacuum else [])
         return ctx.result
     ctx.before_write()
     for name, count in apply_repairs(ctx, audit, options).items():

@@ -84,7 +84,7 @@ def _record_block_entries(ctx: JobContext, now: datetime) -> None:
 
 def _stage_expired(ctx: JobContext, now: datetime) -> None:
     """Move files that the staging rules call expired into quarantine/<date>/."""
-    if not ctx.settings.option("nightly_selfcare.staging.enabled"):
+    if not ctx.settings.nightly_selfcare.staging.enabled:
         return
     rules = quarantine.staging_rules(ctx.settings)
     candidates, notes = quarantine.find_candidates(ctx.settings, rules, now)

@@ -35,9 +35,8 @@ def default_baseline_path(settings) -> Path:
     return settings.state_dir / "eval" / "baseline.json"
 
 
-def _path(ctx: JobContext, name: str, default: Path) -> tuple[Path, bool]:
-    """The path from the job option, else the config, else `default`; and whether it was chosen explicitly."""
-    chosen = ctx.options[name]
+def _path(chosen: str | None, default: Path) -> tuple[Path, bool]:
+    """The path of an option (``--option`` over the config), else `default`; and whether it was chosen."""
     if chosen:
         return Path(str(chosen)).expanduser().absolute(), True
     return default, False
@@ -132,7 +131,7 @@ def _report_regressions(
 def run(ctx: JobContext) -> JobResult:
     """Evaluate the suite; write a baseline when asked, else compare with the baseline and record history."""
     settings = ctx.settings
-    suite_path, explicit_suite = _path(ctx, "suite", default_suite_path(settings))
+    suite_path, explicit_suite = _path(ctx.options.suite, default_suite_path(settings))
     if not explicit_suite and not suite_path.exists():
         ctx.warn(
             "no-eval-suite",
@@ -142,28 +141,28 @@ def run(ctx: JobContext) -> JobResult:
         )
         return ctx.result
     suite = load_suite(suite_path)
-    engine = make_engine(ctx.options["engine"], settings)
+    engine = make_engine(ctx.options.engine, settings)
     with ctx.progress.bar(f"recall ({engine.name})", total=len(suite.cases)) as bar:
         evaluation = evaluate(
             suite,
             engine,
-            ctx.run_options.get("k"),
+            ctx.run_options.k,
             progress=bar.advance,
-            default_k=ctx.options["k"],
+            default_k=ctx.options.k,
         )
     ctx.result.stats.update(_stats(evaluation))
 
-    if ctx.options["write_baseline"]:
+    if ctx.options.write_baseline:
         _write_baseline(
             ctx,
-            Path(str(ctx.options["write_baseline"])).expanduser().absolute(),
+            Path(str(ctx.options.write_baseline)).expanduser().absolute(),
             evaluation,
             "requested",
         )
         _record_history(ctx, evaluation, 0, "ok")
         return ctx.result
 
-    baseline_path, explicit_baseline = _path(ctx, "baseline", default_baseline_path(settings))
+    baseline_path, explicit_baseline = _path(ctx.options.baseline, default_baseline_path(settings))
     ctx.result.stats["baseline"] = str(baseline_path)
     if not explicit_baseline and not baseline_path.exists():
         ctx.warn(
@@ -179,10 +178,10 @@ def run(ctx: JobContext) -> JobResult:
         evaluation,
         baselines.load_baseline(baseline_path),
         baseline_path,
-        tolerance=ctx.options["tolerance"],
-        tolerances=ctx.options["tolerances"],
-        max_case_regressions=ctx.options["max_case_regressions"],
-        allow_suite_change=ctx.options["allow_suite_change"],
+        tolerance=ctx.options.tolerance,
+        tolerances=ctx.options.tolerances,
+        max_case_regressions=ctx.options.max_case_regressions,
+        allow_suite_change=ctx.options.allow_suite_change,
     )
     ctx.result.stats.update(
         {
@@ -201,7 +200,7 @@ def run(ctx: JobContext) -> JobResult:
     if comparison.regressed:
         _report_regressions(ctx, comparison, baseline_path)
         return ctx.result
-    if ctx.options["ratchet"]:
+    if ctx.options.ratchet:
         if comparison.improved_everywhere:
             _write_baseline(ctx, baseline_path, evaluation, "ratcheted")
         else:

@@ -58,6 +58,10 @@ def block_limits(settings: Settings) -> Limits:
     path = hermes_config_path(settings)
     section, problem = _hermes_memory_section(path)
     chars, sources = {}, {}
+    ours = {
+        MEMORY_BLOCK: settings.nightly_selfcare.memory_char_limit,
+        USER_BLOCK: settings.nightly_selfcare.user_char_limit,
+    }
     for block, key in HERMES_KEYS.items():
         value = section.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -65,6 +69,6 @@ def block_limits(settings: Settings) -> Limits:
         else:
             if value is not None and problem is None:
                 problem = f"{path}: memory.{key} is not a positive integer ({value!r}); ignored"
-            chars[block] = settings.option(f"nightly_selfcare.{key}")
+            chars[block] = ours[block]
             sources[block] = f"nightly_selfcare.{key}"
     return Limits(chars=chars, sources=sources, problem=problem)

@@ -38,7 +38,7 @@ Modules: ``config`` (the ``models`` settings), ``evidence`` (what may be sent, p
 from __future__ import annotations
 
 from mnemo_ops.models.answers import MalformedAnswer
-from mnemo_ops.models.config import EXTRACTIVE, ModelConfig
+from mnemo_ops.models.config import EXTRACTIVE
 from mnemo_ops.models.evidence import Evidence, is_private_row
 from mnemo_ops.models.layer import Answer, ModelLayer, Request
 
@@ -47,7 +47,6 @@ __all__ = [
     "Answer",
     "Evidence",
     "MalformedAnswer",
-    "ModelConfig",
     "ModelLayer",
     "Request",
     "is_private_row",

@@ -11,10 +11,11 @@ from typing import Any
 from mnemo_ops.models import usage
 from mnemo_ops.models.answers import MalformedAnswer, parse_json
 from mnemo_ops.models.backend import CallFailed, LlmBackend, ModelUnavailable
-from mnemo_ops.models.config import EXTRACTIVE, ModelConfig
+from mnemo_ops.models.config import EXTRACTIVE
 from mnemo_ops.models.evidence import Evidence
 from mnemo_ops.redaction import Redactor, redactor_for
 from mnemo_ops.settings import Settings
+from mnemo_ops.settings.sections import ModelOptions
 
 EVIDENCE_HEADER = (
     "Evidence (one item per line, each starting with its reference in brackets; cite references "
@@ -92,7 +93,7 @@ class ModelLayer:
 
     def __init__(
         self,
-        config: ModelConfig,
+        config: ModelOptions,
         redactor: Redactor,
         state_db,
         job: str,
@@ -133,7 +134,7 @@ class ModelLayer:
         `warn(code, message)` is told once when the configured model cannot be used.
         """
         return cls(
-            ModelConfig.from_settings(settings),
+            settings.models,
             redactor_for(settings.hermes_home),
             state_db,
             job,
@@ -153,7 +154,7 @@ class ModelLayer:
     @property
     def withholds_private(self) -> bool:
         """True when private evidence is kept from this model."""
-        return self.config.withholds_private
+        return self.config.remote and not self.config.send_private_to_remote
 
     def stats(self) -> dict[str, Any]:
         """What the layer did (for ``stats.model``): counts only, never a prompt or a secret."""

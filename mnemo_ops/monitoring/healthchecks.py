@@ -41,7 +41,7 @@ def result_suffix(result: JobResult) -> str:
 
 def notify(settings: Settings, result: JobResult, phase: str) -> str | None:
     """Ping ``/start`` when the job starts and the outcome when it finishes."""
-    url = settings.job_option(result.job, "ping_url")
+    url = settings.job(result.job).ping_url
     if phase == "start":
         return ping(url, "/start")
     return ping(url, result_suffix(result), result.error or "")

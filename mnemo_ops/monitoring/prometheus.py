@@ -72,7 +72,7 @@ def notify(settings: Settings, result: JobResult, phase: str) -> str | None:
     if phase != "finish":
         return None
     try:
-        write_textfile(settings.option("monitoring.prometheus_textfile_dir"), result)
+        write_textfile(settings.monitoring.prometheus_textfile_dir, result)
     except OSError as error:
         return f"could not write the Prometheus textfile: {error}"
     return None

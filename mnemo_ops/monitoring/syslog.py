@@ -26,7 +26,7 @@ def _logger() -> logging.Logger:
 
 def notify(settings: Settings, result: JobResult, phase: str) -> str | None:
     """Log the outcome and each warning when the job finishes."""
-    if phase != "finish" or not settings.option("monitoring.syslog"):
+    if phase != "finish" or not settings.monitoring.syslog:
         return None
     try:
         logger = _logger()

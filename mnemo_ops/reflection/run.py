@@ -51,7 +51,7 @@ def find_lessons(
     fallback_refs: set[str] = set()
     assessment: dict[str, list[str]] = {"went_well": [], "went_badly": [], "do_differently": []}
     for batch in prompting.batches(
-        gathered.sessions, options["max_session_chars"], options["batch_chars"]
+        gathered.sessions, options.max_session_chars, options.batch_chars
     ):
         notes["batches"] += 1
         answer = layer.ask(prompting.request_for(batch))
@@ -122,8 +122,8 @@ def _reflect(ctx: JobContext, state_db, now, this_week: str) -> None:
     settings = ctx.settings
     window = make_window(
         now,
-        options["window_days"],
-        options["idle_hours"],
+        options.window_days,
+        options.idle_hours,
         week.covered_until_before(state_db, this_week),
     )
     layer = ModelLayer.open(
@@ -131,13 +131,13 @@ def _reflect(ctx: JobContext, state_db, now, this_week: str) -> None:
         state_db,
         job=ctx.job,
         dry_run=ctx.dry_run,
-        use_model=options["use_model"],
+        use_model=options.use_model,
         warn=lambda code, message: ctx.warn(code, message, fix="llm models"),
     )
-    hermes_state = settings.hermes_home / "state.db" if options["hermes_sessions"] else None
+    hermes_state = settings.hermes_home / "state.db" if options.hermes_sessions else None
     connection = ctx.open_db()
     try:
-        gathered = gather(connection, hermes_state, window, options["include_summaries"])
+        gathered = gather(connection, hermes_state, window, options.include_summaries)
         if hermes_state is not None and gathered.hermes.get("problem") not in (None, "not found"):
             ctx.warn(
                 "hermes-sessions-unreadable",
@@ -147,13 +147,13 @@ def _reflect(ctx: JobContext, state_db, now, this_week: str) -> None:
         found, notes = find_lessons(ctx, gathered, layer)
         for lesson in found:  # a lesson is stored text: never with a secret in it
             lesson.body = layer.redactor.redact(lesson.body).text
-        lessons = plan.merge(found, options["similarity"])[: options["max_lessons"]]
+        lessons = plan.merge(found, options.similarity)[: options.max_lessons]
         now_text = now.isoformat()
         stored = plan.stored_lessons(connection, now_text)
         facts = plan.current_facts(connection, settings.owner)
     finally:
         connection.close()
-    the_plan = plan.make_plan(lessons, stored, facts, options["similarity"], this_week, now_text)
+    the_plan = plan.make_plan(lessons, stored, facts, options.similarity, this_week, now_text)
     by_kind = {kind: sum(1 for lesson in lessons if lesson.kind == kind) for kind in KINDS}
     stats: dict[str, Any] = {
         "week": this_week,

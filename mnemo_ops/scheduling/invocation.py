@@ -40,7 +40,7 @@ def scheduled_flags(settings: Settings) -> dict[str, list[str]]:
     """Per job, the flags its scheduled run passes: ``--if-needed`` for evening-batch when
     ``evening_batch.scheduled_if_needed`` is set (its sleep then waits for an adaptive trigger)."""
     flags: dict[str, list[str]] = {}
-    if settings.option("evening_batch.scheduled_if_needed"):
+    if settings.evening_batch.scheduled_if_needed:
         flags["evening-batch"] = ["--if-needed"]
     return flags
 

@@ -27,7 +27,7 @@ def job_table(settings: Settings) -> list[dict[str, Any]]:
         last_success = info.get("last_success")
         overdue = bool(
             manifest.implemented
-            and settings.job_option(name, "enabled")
+            and settings.job(name).enabled
             and last
             and (last_success is None or last_success < isoformat(previous_slot))
         )
@@ -36,7 +36,7 @@ def job_table(settings: Settings) -> list[dict[str, Any]]:
                 "job": name,
                 "schedule": manifest.schedule,
                 "implemented": manifest.implemented,
-                "enabled": settings.job_option(name, "enabled"),
+                "enabled": settings.job(name).enabled,
                 "last_run": info.get("started_at"),
                 "last_status": info.get("status"),
                 "last_success": last_success,

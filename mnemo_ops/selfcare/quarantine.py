@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.foundation.clock import isoformat
-from mnemo_ops.foundation.errors import ConfigError, MnemoOpsError, UsageError
+from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
 from mnemo_ops.foundation.private_files import ensure_private_dir, write_atomic, write_json_atomic
 from mnemo_ops.memory_blocks.hermes_lock import block_lock
 from mnemo_ops.settings import Settings
@@ -67,38 +67,21 @@ def staging_rules(settings: Settings) -> list[StagingRule]:
     Defaults: processed queue files (``<state>/queue/cur``) older than 30 days, dated reports older than
     90 days, Hermes logs (``$HERMES_HOME/logs``) older than 30 days.
     """
-    staging = settings.option("nightly_selfcare.staging")
+    staging = settings.nightly_selfcare.staging
     rules = [
         StagingRule(
-            "queue-processed", settings.queue_dir / "cur", "*", staging["queue_processed_days"]
+            "queue-processed", settings.queue_dir / "cur", "*", staging.queue_processed_days
         ),
-        StagingRule("reports", settings.reports_dir, "????-??-??.md", staging["reports_days"]),
-        StagingRule("hermes-logs", settings.hermes_home / "logs", "*", staging["hermes_logs_days"]),
+        StagingRule("reports", settings.reports_dir, "????-??-??.md", staging.reports_days),
+        StagingRule("hermes-logs", settings.hermes_home / "logs", "*", staging.hermes_logs_days),
     ]
-    where = settings.config_file or "config"
-    for index, raw in enumerate(staging["extra_rules"] or []):
-        field = f"nightly_selfcare.staging.extra_rules[{index}]"
-        if not isinstance(raw, dict) or not isinstance(raw.get("root"), str):
-            raise ConfigError(f"{where}: key '{field}.root' must be a folder path")
-        unknown = set(raw) - {"name", "root", "pattern", "older_than_days"}
-        if unknown:
-            raise ConfigError(f"{where}: unknown key '{field}.{sorted(unknown)[0]}'")
-        days = raw.get("older_than_days", 30)
-        if not isinstance(days, int) or isinstance(days, bool) or days < 0:
-            raise ConfigError(
-                f"{where}: key '{field}.older_than_days' must be a whole number of days >= 0"
-            )
-        root = Path(raw["root"]).expanduser()
-        if not root.is_absolute():
-            raise ConfigError(
-                f"{where}: key '{field}.root' must be an absolute path, got {raw['root']!r}"
-            )
+    for index, extra in enumerate(staging.extra_rules or []):
         rules.append(
             StagingRule(
-                str(raw.get("name") or f"extra-{index + 1}"),
-                root,
-                str(raw.get("pattern") or "*"),
-                days,
+                extra.name or f"extra-{index + 1}",
+                Path(extra.root).expanduser(),
+                extra.pattern or "*",
+                extra.older_than_days,
             )
         )
     return [rule for rule in rules if rule.older_than_days > 0]

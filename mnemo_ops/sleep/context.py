@@ -18,9 +18,10 @@ import apsw
 
 from mnemo_ops import database
 from mnemo_ops.core import state
+from mnemo_ops.settings.sections import SleepOptions
 from mnemo_ops.sleep import store
-from mnemo_ops.sleep.config import SleepOptions
 from mnemo_ops.sleep.night import Night
+from mnemo_ops.sleep.prominence import Retention, retention_of
 
 
 @dataclasses.dataclass
@@ -30,6 +31,7 @@ class SleepRun:
     db_path: Path
     state_db_path: Path
     options: SleepOptions
+    """The ``sleep`` section (``forgetting`` off for the night when the eval suite is unreadable)."""
     night: Night
     since: datetime
     """Start of the activity window (naive local): the last sleep, else a day before the night."""
@@ -38,9 +40,16 @@ class SleepRun:
     before_write: Callable[[], None] = lambda: None
     eval_answers: frozenset[str] = frozenset()
     """Working memory ids the user's eval suite names as answers (never archived when protected)."""
+    multi_valued_predicates: tuple[str, ...] = ()
+    """Triple predicates that may hold several objects at once (monthly-maintenance's option)."""
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     carry: dict[str, Any] = dataclasses.field(default_factory=dict)
     """What one stage hands the next within the run (keys named by the stage that sets them)."""
+
+    @property
+    def retention(self) -> Retention:
+        """The daily retention per kind of the ``sleep`` section."""
+        return retention_of(self.options)
 
     def open_memory(self, readonly: bool = False) -> apsw.Connection:
         """The memory database (apsw), read-write unless asked otherwise."""

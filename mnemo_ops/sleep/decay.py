@@ -35,7 +35,7 @@ def recompute(run: SleepRun) -> dict[str, Any]:
     state_db = run.open_state()
     try:
         connection = state_db.conn
-        register_functions(connection, run.options.retention, run.night.reference)
+        register_functions(connection, run.retention, run.night.reference)
         aged = store.stage_done(state_db, run.night.key, STAGE)
         # Closed memories keep the prominence they had when they closed (their records say why);
         # only live ones age. The two statements see the same rows: the second clears `dirty`.

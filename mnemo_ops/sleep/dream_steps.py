@@ -44,13 +44,14 @@ def nrem_step(ctx: JobContext, batch: BatchState) -> None:
     run = sleep_run(ctx, batch)
     if run is None:
         return
-    options = nrem.NremOptions.from_settings(ctx.settings)
-    if not options.enabled:
+    if not ctx.settings.sleep.nrem:
         run.stats["nrem"] = {"enabled": False}
         ctx.count("summaries_fused", 0)
         return
     layer = model_layer(ctx, batch, run)
-    run.stats["nrem"] = nrem.fuse(_settling_edge_pass(run), options, layer)
+    # The tier is the summary repair's, so both rules agree on where a summary ranks.
+    tier = ctx.settings.evening_batch.summary_tier
+    run.stats["nrem"] = nrem.fuse(_settling_edge_pass(run), layer, tier)
     ctx.result.stats["model"] = layer.stats()
 
 
@@ -59,13 +60,12 @@ def rem_step(ctx: JobContext, batch: BatchState) -> None:
     run = sleep_run(ctx, batch)
     if run is None:
         return
-    options = rem.RemOptions.from_settings(ctx.settings)
-    if not options.enabled:
+    if not ctx.settings.sleep.rem:
         run.stats["rem"] = {"enabled": False}
         ctx.count("extends_edges_created", 0)
         return
     layer = model_layer(ctx, batch, run)
-    run.stats["rem"] = rem.associate(_settling_edge_pass(run), options, layer)
+    run.stats["rem"] = rem.associate(_settling_edge_pass(run), run.options, layer)
     ctx.result.stats["model"] = layer.stats()
 
 

@@ -45,7 +45,7 @@ from mnemo_ops import database
 from mnemo_ops.database import transactions
 from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.models import EXTRACTIVE, Evidence, MalformedAnswer, Request, is_private_row
-from mnemo_ops.settings import Settings
+from mnemo_ops.settings.sections import SleepOptions
 from mnemo_ops.sleep import clusters, edges, extractive, kinds, observe, prominence, store
 from mnemo_ops.sleep.context import SleepRun
 
@@ -73,40 +73,6 @@ _DDL = f"""CREATE TABLE IF NOT EXISTS {FUSIONS} (
     fingerprint TEXT PRIMARY KEY, night TEXT NOT NULL, summary_id TEXT NOT NULL,
     sources TEXT NOT NULL, basis TEXT NOT NULL, status TEXT NOT NULL, method TEXT,
     detail TEXT, recorded_at TEXT, written_at TEXT)"""
-
-
-@dataclasses.dataclass(frozen=True)
-class NremOptions:
-    """The ``sleep.nrem*`` options (defaults in the settings schema)."""
-
-    enabled: bool
-    min_prominence: float
-    max_prominence: float
-    min_cluster: int
-    max_cluster: int
-    clusters_per_night: int
-    max_summary_chars: int
-    prominence_cap: float
-    tier: int
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> NremOptions:
-        """Read the options (the tier is the summary repair's, so both rules agree)."""
-
-        def option(key: str):
-            return settings.option(f"sleep.{key}")
-
-        return cls(
-            enabled=bool(option("nrem")),
-            min_prominence=float(option("nrem_min_prominence")),
-            max_prominence=float(option("nrem_max_prominence")),
-            min_cluster=max(2, int(option("nrem_min_cluster"))),
-            max_cluster=max(2, int(option("nrem_max_cluster"))),
-            clusters_per_night=int(option("nrem_clusters_per_night")),
-            max_summary_chars=int(option("max_summary_chars")),
-            prominence_cap=float(option("summary_prominence_cap")),
-            tier=int(settings.option("evening_batch.summary_tier")),
-        )
 
 
 @dataclasses.dataclass
@@ -183,7 +149,7 @@ def _settled_sources(state_db, connection: apsw.Connection) -> tuple[set[str], s
     return fingerprints, covered
 
 
-def _candidate_keys(state_db, options: NremOptions, exclude: set[str]) -> dict[str, float]:
+def _candidate_keys(state_db, options: SleepOptions, exclude: set[str]) -> dict[str, float]:
     """Tonight's candidates by prominence (module docstring), most prominent first."""
     return {
         row[0]: float(row[1])
@@ -191,7 +157,11 @@ def _candidate_keys(state_db, options: NremOptions, exclude: set[str]) -> dict[s
             f"SELECT memory_key, prominence FROM {store.MEMORIES} "
             "WHERE live = 1 AND substr(memory_key, 1, 2) = 'w:' AND prominence >= ? "
             "AND prominence < ? ORDER BY prominence DESC, memory_key LIMIT ?",
-            (options.min_prominence, options.max_prominence, MAX_CANDIDATES + len(exclude)),
+            (
+                options.nrem_min_prominence,
+                options.nrem_max_prominence,
+                MAX_CANDIDATES + len(exclude),
+            ),
         )
         if row[0] not in exclude
     }
@@ -258,9 +228,10 @@ def _edge_links(
 
 
 def plan_clusters(
-    connection: apsw.Connection, members: dict[str, Member], options: NremOptions, skip: set[str]
+    connection: apsw.Connection, members: dict[str, Member], options: SleepOptions, skip: set[str]
 ) -> tuple[list[Cluster], str]:
     """Tonight's clusters (module docstring) and the basis they were found on."""
+    fewest, most = options.nrem_cluster_bounds
 
     def rank(key: str) -> tuple:
         return (-members[key].prominence, key)
@@ -284,8 +255,8 @@ def plan_clusters(
             adjacency[first].add(second)
             adjacency[second].add(first)
         for component in clusters.components(members, labelled):
-            for piece in clusters.split(component, adjacency, rank, options.max_cluster):
-                if len(piece) < options.min_cluster:
+            for piece in clusters.split(component, adjacency, rank, most):
+                if len(piece) < fewest:
                     continue
                 inside = set(piece)
                 relations = [
@@ -307,7 +278,7 @@ def plan_clusters(
             cluster.keys[0],
         )
     )
-    return found[: options.clusters_per_night], basis
+    return found[: options.nrem_clusters_per_night], basis
 
 
 def _validator(limit: int, total: int):
@@ -430,7 +401,7 @@ def _write(
 
 def _cap_prominence(run: SleepRun, state_db, cap: float) -> int:
     """Cap the prominence of our summaries (their rows in ``sleep_memories``); return how many."""
-    prominence.register_functions(state_db.conn, run.options.retention, run.night.reference)
+    prominence.register_functions(state_db.conn, run.retention, run.night.reference)
     with state_db.conn:
         cursor = state_db.conn.execute(
             f"UPDATE {store.MEMORIES} SET prominence = ?, utility = mnemo_utility(?, confirmations), "
@@ -441,7 +412,7 @@ def _cap_prominence(run: SleepRun, state_db, cap: float) -> int:
         return cursor.rowcount
 
 
-def fuse(run: SleepRun, options: NremOptions, layer) -> dict[str, Any]:
+def fuse(run: SleepRun, layer, tier: int) -> dict[str, Any]:
     """Tonight's fusions (module docstring); counts what it wrote."""
     totals: dict[str, Any] = {
         "candidates": 0,
@@ -458,14 +429,15 @@ def fuse(run: SleepRun, options: NremOptions, layer) -> dict[str, Any]:
         "prominence_capped": 0,
     }
     try:
-        _fuse(run, options, layer, totals)
+        _fuse(run, layer, tier, totals)
     finally:
         run.count("summaries_fused", totals["summaries"])
         run.count("derives_edges_created", totals["derives_edges"])
     return totals
 
 
-def _fuse(run: SleepRun, options: NremOptions, layer, totals: dict[str, Any]) -> None:
+def _fuse(run: SleepRun, layer, tier: int, totals: dict[str, Any]) -> None:
+    options = run.options
     state_db = run.open_state()
     connection = run.open_memory()
     try:
@@ -516,8 +488,8 @@ def _fuse(run: SleepRun, options: NremOptions, layer, totals: dict[str, Any]) ->
                 connection, state_db, {key for cluster in pending for key in cluster.keys}
             )
             for cluster in pending:
-                _fuse_one(run, options, layer, state_db, connection, cluster, members, totals)
-        totals["prominence_capped"] = _cap_prominence(run, state_db, options.prominence_cap)
+                _fuse_one(run, tier, layer, state_db, connection, cluster, members, totals)
+        totals["prominence_capped"] = _cap_prominence(run, state_db, options.summary_prominence_cap)
     finally:
         connection.close()
         state_db.close()
@@ -532,7 +504,8 @@ def _settle(state_db, cluster: Cluster, status: str, method: str | None, detail:
         )
 
 
-def _fuse_one(run, options, layer, state_db, connection, cluster, members, totals) -> None:
+def _fuse_one(run, tier, layer, state_db, connection, cluster, members, totals) -> None:
+    options = run.options
     chosen = [members.get(key) for key in cluster.keys]
     if any(member is None for member in chosen):
         totals["sources_changed"] += 1
@@ -564,7 +537,7 @@ def _fuse_one(run, options, layer, state_db, connection, cluster, members, total
     run.before_write()
     outcome = transactions.write_batch(
         connection,
-        lambda conn: _write(conn, cluster, chosen, text, method, run.night.key, options.tier),
+        lambda conn: _write(conn, cluster, chosen, text, method, run.night.key, tier),
         label="sleep-nrem",
     )
     if outcome.gone:
@@ -575,7 +548,7 @@ def _fuse_one(run, options, layer, state_db, connection, cluster, members, total
     totals["derives_edges"] += outcome.edges
     totals["methods"][method] = totals["methods"].get(method, 0) + 1
     _settle(state_db, cluster, WRITTEN, method, None)
-    _observe_summary(run, state_db, connection, cluster.summary_id, options.prominence_cap)
+    _observe_summary(run, state_db, connection, cluster.summary_id, options.summary_prominence_cap)
 
 
 def _observe_summary(run: SleepRun, state_db, connection, summary_id: str, cap: float) -> None:
@@ -590,7 +563,7 @@ def _observe_summary(run: SleepRun, state_db, connection, summary_id: str, cap: 
         return
     key = store.key_of(store.EPISODIC, summary_id)
     inputs = observe.inputs_of(tuple(row), store.EPISODIC, set(), local_timestamp())
-    prominence.register_functions(state_db.conn, run.options.retention, run.night.reference)
+    prominence.register_functions(state_db.conn, run.retention, run.night.reference)
     with state_db.conn:
         state_db.conn.execute(
             f"INSERT OR IGNORE INTO {store.MEMORIES} (memory_key, kind, importance, confidence, "

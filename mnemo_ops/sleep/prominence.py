@@ -54,6 +54,18 @@ class Retention:
         return float(self.by_kind.get(kind, min(self.by_kind.values(), default=1.0)))
 
 
+def retention_of(options) -> Retention:
+    """The daily retention per kind and the grace of a ``sleep`` section."""
+    rates = {
+        "relationship": options.retention_relationship,
+        "preference": options.retention_preference,
+        "fact": options.retention_fact,
+        "insight": options.retention_insight,
+        "event": options.retention_event,
+    }
+    return Retention(by_kind=rates, grace_days=float(options.grace_days))
+
+
 def _unit(value: float | None) -> float:
     """`value` clamped to [0, 1]; None and NaN count as 0."""
     if value is None or value != value:

@@ -416,7 +416,7 @@ def close_contradictions(run: SleepRun) -> dict[str, int]:
 
 
 def _plan_contradictions(run: SleepRun, state_db, connection, totals: dict[str, int]) -> None:
-    found = find_contradictions(connection, state_db, run.options.multi_valued_predicates)
+    found = find_contradictions(connection, state_db, run.multi_valued_predicates)
     totals["found"] = len(found)
     if not found:
         return

@@ -41,7 +41,7 @@ from mnemo_ops.database import transactions
 from mnemo_ops.database.fts_query import Vocabulary
 from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.models import Evidence, MalformedAnswer, Request, is_private_row
-from mnemo_ops.settings import Settings
+from mnemo_ops.settings.sections import SleepOptions
 from mnemo_ops.sleep import clusters, edges, extractive, store
 from mnemo_ops.sleep.context import SleepRun
 
@@ -67,40 +67,6 @@ _DDL = f"""CREATE TABLE IF NOT EXISTS {ASSOCIATIONS} (
     applied INTEGER NOT NULL DEFAULT 0, recorded_at TEXT, PRIMARY KEY (night, source, target))"""
 
 
-@dataclasses.dataclass(frozen=True)
-class RemOptions:
-    """The ``sleep.rem*`` options (defaults in the settings schema)."""
-
-    enabled: bool
-    seeds: int
-    seeds_per_kind: int
-    seed_noise: float
-    hops: int
-    decay: float
-    noise: float
-    candidates_per_seed: int
-    min_score: float
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> RemOptions:
-        """Read the options."""
-
-        def option(key: str):
-            return settings.option(f"sleep.{key}")
-
-        return cls(
-            enabled=bool(option("rem")),
-            seeds=int(option("rem_seeds")),
-            seeds_per_kind=int(option("rem_seeds_per_kind")),
-            seed_noise=float(option("rem_seed_noise")),
-            hops=int(option("rem_hops")),
-            decay=float(option("rem_decay")),
-            noise=float(option("rem_noise")),
-            candidates_per_seed=int(option("rem_candidates_per_seed")),
-            min_score=float(option("rem_min_score")),
-        )
-
-
 def standard_normal(*parts: object) -> float:
     """A standard normal value fixed by `parts` (the same parts give the same value, everywhere)."""
     digest = hashlib.sha256("\x1f".join(map(str, parts)).encode("utf-8")).digest()
@@ -108,7 +74,7 @@ def standard_normal(*parts: object) -> float:
 
 
 def draw_seeds(
-    pool: list[tuple[str, str, float, float]], night: str, options: RemOptions
+    pool: list[tuple[str, str, float, float]], night: str, options: SleepOptions
 ) -> list[str]:
     """Seeds from `pool` = [(memory key, kind, importance, prominence)] (module docstring)."""
     keyed = []
@@ -116,13 +82,13 @@ def draw_seeds(
         weight = max(0.0, float(importance or 0.0)) * max(0.0, float(value or 0.0))
         if weight <= 0:
             continue
-        draw = math.log(weight) + options.seed_noise * standard_normal("seed", night, key)
+        draw = math.log(weight) + options.rem_seed_noise * standard_normal("seed", night, key)
         keyed.append((-draw, key, kind))
     chosen, per_kind = [], {}
     for _draw, key, kind in sorted(keyed):
-        if len(chosen) >= options.seeds:
+        if len(chosen) >= options.rem_seeds:
             break
-        if per_kind.get(kind, 0) >= options.seeds_per_kind:
+        if per_kind.get(kind, 0) >= options.rem_seeds_per_kind:
             continue
         per_kind[kind] = per_kind.get(kind, 0) + 1
         chosen.append(key)
@@ -133,20 +99,20 @@ def spread(
     seed: str,
     neighbours: Callable[[str], list[tuple[str, float]]],
     night: str,
-    options: RemOptions,
+    options: SleepOptions,
 ) -> dict[str, float]:
-    """Activation of every memory reached from `seed` in `options.hops` hops (module docstring)."""
+    """Activation of every memory reached from `seed` in `options.rem_hops` hops (module docstring)."""
     activation = {seed: 1.0}
     frontier = {seed: 1.0}
-    sigma = options.noise
-    for hop in range(1, options.hops + 1):
+    sigma = options.rem_noise
+    for hop in range(1, options.rem_hops + 1):
         reached: dict[str, float] = {}
         for node, level in sorted(frontier.items()):
             for neighbour, weight in neighbours(node):
                 noise = math.exp(
                     sigma * standard_normal("hop", night, seed, hop, neighbour) - 0.5 * sigma**2
                 )
-                value = level * options.decay * min(1.0, max(0.05, weight)) * noise
+                value = level * options.rem_decay * min(1.0, max(0.05, weight)) * noise
                 if value > max(reached.get(neighbour, 0.0), activation.get(neighbour, 0.0)):
                     reached[neighbour] = value
         if not reached:
@@ -291,7 +257,7 @@ def _rows(connection: apsw.Connection, ids: list[str]) -> dict[str, dict[str, An
     return found
 
 
-def associate(run: SleepRun, options: RemOptions, layer) -> dict[str, Any]:
+def associate(run: SleepRun, options: SleepOptions, layer) -> dict[str, Any]:
     """Tonight's associations (module docstring); counts what it wrote."""
     totals: dict[str, Any] = {
         "done_before": False,
@@ -312,7 +278,7 @@ def associate(run: SleepRun, options: RemOptions, layer) -> dict[str, Any]:
     return totals
 
 
-def _associate(run: SleepRun, options: RemOptions, layer, totals: dict[str, Any]) -> None:
+def _associate(run: SleepRun, options: SleepOptions, layer, totals: dict[str, Any]) -> None:
     state_db = run.open_state()
     connection = run.open_memory()
     night = run.night.key
@@ -345,7 +311,7 @@ def _associate(run: SleepRun, options: RemOptions, layer, totals: dict[str, Any]
                             pair.score,
                             round(pair.score / 5, 3),
                             pair.method,
-                            0 if pair.score >= options.min_score else -1,
+                            0 if pair.score >= options.rem_min_score else -1,
                             isoformat(utc_now()),
                         )
                         for pair in pairs
@@ -426,7 +392,7 @@ def _plan(run, options, layer, state_db, connection, totals) -> list[Pair]:
         ranked = sorted(
             ((level, other) for level, other in reached if other in rows),
             key=lambda item: (-item[0], item[1]),
-        )[: options.candidates_per_seed]
+        )[: options.rem_candidates_per_seed]
         for level, other in ranked:
             pair_key = (min(seed, other), max(seed, other))
             if pair_key in seen:
@@ -439,7 +405,7 @@ def _plan(run, options, layer, state_db, connection, totals) -> list[Pair]:
                 if layer.withholds_private and (first["private"] or second["private"]):
                     totals["kept_from_model_private"] += 1
                 else:
-                    answer = layer.ask(request_for(first, second, options.hops))
+                    answer = layer.ask(request_for(first, second, options.rem_hops))
                     if answer.ok:
                         scores, method = answer.value, answer.method
                     elif answer.reason == "dry-run":

@@ -13,7 +13,6 @@ made once and removed when the batch ends, so its counts are those of the real r
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,8 +22,8 @@ from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import Severity
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.foundation.clock import local_now
+from mnemo_ops.settings.sections import SleepOptions
 from mnemo_ops.sleep import decay, edges, forgetting, observe, reinforcement, scratch
-from mnemo_ops.sleep.config import SleepOptions
 from mnemo_ops.sleep.context import SleepRun
 from mnemo_ops.sleep.night import last_sleep, night_of, to_local
 
@@ -33,7 +32,7 @@ DISABLED = False
 
 def suite_path(settings) -> Path:
     """The user's eval suite: ``retrieval_eval.suite``, else ``<state_dir>/eval/suite.jsonl``."""
-    configured = settings.option("retrieval_eval.suite")
+    configured = settings.retrieval_eval.suite
     if configured:
         return Path(configured).expanduser()
     return settings.state_dir / "eval" / "suite.jsonl"
@@ -64,7 +63,7 @@ def sleep_run(ctx: JobContext, batch: BatchState) -> SleepRun | None:
     """The run's shared `SleepRun` (built once per batch); None when the sleep stages are off."""
     if batch.sleep is not None:
         return batch.sleep or None
-    options = SleepOptions.from_settings(ctx.settings)
+    options = ctx.settings.sleep
     if not options.enabled:
         batch.sleep = DISABLED
         ctx.result.stats["sleep"] = {"enabled": False}
@@ -102,6 +101,7 @@ def sleep_run(ctx: JobContext, batch: BatchState) -> SleepRun | None:
         count=ctx.count,
         before_write=before_write,
         eval_answers=answers,
+        multi_valued_predicates=tuple(ctx.settings.monthly_maintenance.multi_valued_predicates),
     )
     ctx.result.stats["sleep"] = run.stats
     run.stats.update(
@@ -121,7 +121,7 @@ def _nothing() -> None:
 
 
 def _without_forgetting(options: SleepOptions) -> SleepOptions:
-    return dataclasses.replace(options, forgetting=False)
+    return options.model_copy(update={"forgetting": False})
 
 
 def reinforcement_step(ctx: JobContext, batch: BatchState) -> None:

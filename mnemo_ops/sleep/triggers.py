@@ -29,7 +29,7 @@ import apsw
 
 from mnemo_ops import database
 from mnemo_ops.foundation.clock import local_timestamp
-from mnemo_ops.sleep.config import SleepOptions
+from mnemo_ops.settings.sections import SleepOptions
 from mnemo_ops.sleep.night import last_sleep_record, to_local
 from mnemo_ops.sleep.reinforcement import find_contradictions
 
@@ -132,6 +132,7 @@ def decide(
     connection: apsw.Connection,
     ledger,
     options: SleepOptions,
+    multi_valued_predicates: tuple[str, ...],
     if_needed: bool,
     force: bool,
     now_local: datetime,
@@ -149,12 +150,12 @@ def decide(
         since = record.newest_seen or to_local(record.started_at).isoformat()
     weights = new_memory_importance(connection, since)
     entropy = normalised_entropy(weights)
-    pending = len(find_contradictions(connection, ledger, options.multi_valued_predicates))
+    pending = len(find_contradictions(connection, ledger, multi_valued_predicates))
     edges = connection.execute("SELECT count(*) FROM graph_edges").fetchone()[0]
     density = pending / (edges + pending) if pending else 0.0
     hours = None if previous is None else (now_utc - previous) / timedelta(hours=1)
-    quiet = in_quiet_hours(now_local, options.quiet_hours)
-    start, end = options.quiet_hours
+    quiet = in_quiet_hours(now_local, options.quiet_hours_minutes)
+    start, end = options.quiet_hours_minutes
     figures = {
         "entropy": round(entropy, 4),
         "new_memories": len(weights),

@@ -52,13 +52,13 @@ def collect(settings: Settings) -> dict[str, Any]:
             diff_since_map(connection, settings.state_db_path),
             store.load_build(db, store.TOPIC_MAP),
             store.load_build(db, store.SEED_MAP),
-            float(settings.option("evening_batch.stale_fraction")),
+            settings.evening_batch.stale_fraction,
         )
         findings += freshness.stale_block_entries(
             connection,
             settings.memory_blocks_dir,
             settings.owner,
-            float(settings.option("evening_batch.block_match_similarity")),
+            settings.evening_batch.block_match_similarity,
         )
     finally:
         connection.close()

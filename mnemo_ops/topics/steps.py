@@ -18,10 +18,10 @@ from mnemo_ops.topics.memories import canonical_backed_keys, load_live_memories
 def map_options(ctx: JobContext) -> MapOptions:
     """The topic-map tuning from the config file."""
     return MapOptions(
-        min_topic_size=int(ctx.options["min_topic_size"]),
-        terms_per_memory=int(ctx.options["terms_per_memory"]),
-        max_topic_share=float(ctx.options["max_topic_share"]),
-        label_similarity=float(ctx.options["label_similarity"]),
+        min_topic_size=ctx.options.min_topic_size,
+        terms_per_memory=ctx.options.terms_per_memory,
+        max_topic_share=ctx.options.max_topic_share,
+        label_similarity=ctx.options.label_similarity,
     )
 
 
@@ -34,11 +34,11 @@ def topic_map_step(ctx: JobContext, batch: BatchState) -> None:
     with _open_state(ctx) as db:
         connection = ctx.open_db(readonly=True)
         try:
-            rebuild = ctx.options["rebuild"]
+            rebuild = ctx.options.rebuild
             diff = diff_since_map(connection, ctx.settings.state_db_path)
             previous = store.load_map(db, with_members=rebuild) if diff is not None else None
             extractor = TermExtractor(connection)
-            if rebuild or previous is None or diff.share > float(ctx.options["stale_fraction"]):
+            if rebuild or previous is None or diff.share > ctx.options.stale_fraction:
                 if previous is not None and not rebuild:
                     previous = store.load_map(
                         db, with_members=True
@@ -96,9 +96,7 @@ def seed_map_step(ctx: JobContext, batch: BatchState) -> None:
             backed = canonical_backed_keys(connection, memories)
         finally:
             connection.close()
-        fresh = seeds.build_seed_map(
-            assignments, memories, backed, int(ctx.options["seeds_per_topic"])
-        )
+        fresh = seeds.build_seed_map(assignments, memories, backed, ctx.options.seeds_per_topic)
         changed, removed = seeds.seed_changes(store.load_seeds(db), fresh)
         ctx.result.stats["seed_map"] = {"topics": len(fresh), "canonical_backed": len(backed)}
         ctx.count("seed_topics_updated", len(changed))
@@ -140,7 +138,7 @@ def freshness_step(ctx: JobContext, batch: BatchState) -> None:
                 diff_since_map(connection, ctx.settings.state_db_path),
                 store.load_build(db, store.TOPIC_MAP),
                 store.load_build(db, store.SEED_MAP),
-                float(ctx.options["stale_fraction"]),
+                ctx.options.stale_fraction,
             )
             if ctx.dry_run and batch.topic_map is not None:
                 # A dry run computed the maps without storing them: the real run would leave them fresh.
@@ -149,7 +147,7 @@ def freshness_step(ctx: JobContext, batch: BatchState) -> None:
                 connection,
                 ctx.settings.memory_blocks_dir,
                 ctx.settings.owner,
-                float(ctx.options["block_match_similarity"]),
+                ctx.options.block_match_similarity,
             )
         finally:
             connection.close()

@@ -9,7 +9,8 @@ from mnemo_ops.core import state
 from mnemo_ops.evaluation.metrics import Retrieved
 from mnemo_ops.guard import probes
 from mnemo_ops.guard.measure import Measurement, probe_rank
-from mnemo_ops.guard.verdict import Tolerances, decide
+from mnemo_ops.guard.verdict import decide
+from mnemo_ops.settings.sections import GuardOptions
 
 
 def _refresh(layout, size, state_db=None):
@@ -72,7 +73,7 @@ def test_an_item_answers_a_probe_by_its_id_or_by_holding_every_term_in_its_retur
 def test_verdict_excuses_forgotten_probes_and_counts_newly_failing_ones():
     made = [probes.Probe(f"m{i}", "s", "c", ("a", "b", "c"), ("d",)) for i in range(10)]
     before = Measurement("plain", 10, {probe.memory_id: 1 for probe in made})
-    tolerances = Tolerances(recall=0.01, mrr=0.01, max_newly_failing=2)
+    tolerances = GuardOptions(recall_tolerance=0.01, mrr_tolerance=0.01, max_newly_failing=2)
     # m0 and m1 were archived on purpose; everything else still answered: accepted.
     after = Measurement("plain", 10, {**before.ranks, "m0": None, "m1": None})
     live = {probe.memory_id for probe in made} - {"m0", "m1"}

@@ -403,7 +403,10 @@ def test_session_of_a_case_is_the_recall_session(cli, tmp_path):
     "config_text, message",
     [
         ("retrieval_eval:\n  k: ten\n", "retrieval_eval.k"),
-        ("retrieval_eval:\n  engine: nope\n  suite: SUITE\n", "unknown engine 'nope'"),
+        (
+            "retrieval_eval:\n  engine: nope\n  suite: SUITE\n",
+            "key 'retrieval_eval.engine' must be one of mnemosyne, builtin, got 'nope'",
+        ),
         (
             "retrieval_eval:\n  recall_options: {colour: 1}\n  suite: SUITE\n",
             "unknown option 'colour'",

@@ -195,16 +195,17 @@ def test_extra_rules_are_validated_and_never_reach_our_own_state(sample, tmp_pat
     assert str(settings.state_db_path) not in paths
     assert not any("/backups/" in path or "/quarantine/" in path for path in paths)
     assert any("/queue/new/" in path for path in paths)  # the user asked for these: allowed
-    bad = settings_for(
-        sample, write_config(tmp_path, {"staging": {"extra_rules": [{"root": "relative/logs"}]}})
-    )
-    with pytest.raises(ConfigError, match=r"extra_rules\[0\]\.root"):
-        quarantine.staging_rules(bad)
-    typo = settings_for(
-        sample, write_config(tmp_path, {"staging": {"extra_rules": [{"root": "/x", "dayz": 3}]}})
-    )
-    with pytest.raises(ConfigError, match="dayz"):
-        quarantine.staging_rules(typo)
+    # A bad rule is refused when the config file is read, before any job runs.
+    with pytest.raises(ConfigError, match=r"extra_rules\[0\]\.root' must be an absolute path"):
+        settings_for(
+            sample,
+            write_config(tmp_path, {"staging": {"extra_rules": [{"root": "relative/logs"}]}}),
+        )
+    with pytest.raises(ConfigError, match=r"unknown key '.*extra_rules\[0\]\.dayz'"):
+        settings_for(
+            sample,
+            write_config(tmp_path, {"staging": {"extra_rules": [{"root": "/x", "dayz": 3}]}}),
+        )
 
 
 def test_quarantine_commands_end_to_end(sample, cli):

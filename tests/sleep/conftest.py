@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import random
 from datetime import datetime
 from pathlib import Path
@@ -56,10 +54,8 @@ def settings_for(layout, tmp_path: Path, config: str = ""):
 def run_sleep(settings, dry_run: bool = False):
     """The four sleep steps alone, through the real runner (lock, ledger row), the recall guard off:
     the guard's trial of these stages is tested through the whole job (``jobs.run_job``)."""
-    options = copy.deepcopy(settings.options)
-    options["guard"]["enabled"] = False
     return runner.run_job(
-        dataclasses.replace(settings, options=options),
+        settings.updated(guard={"enabled": False}),
         "evening-batch",
         lambda ctx: run_steps(ctx, SLEEP_STEPS),
         dry_run=dry_run,

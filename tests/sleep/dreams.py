@@ -4,8 +4,6 @@ sleep steps through the real runner."""
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import sqlite3
 
 from mnemo_ops import jobs
@@ -87,10 +85,8 @@ def set_scope(db_path, ids: list[str], scope: str) -> None:
 
 def run_night(settings, dry_run: bool = False):
     """All six sleep steps through the real runner (lock, ledger), the recall guard off."""
-    options = copy.deepcopy(settings.options)
-    options["guard"]["enabled"] = False
     return runner.run_job(
-        dataclasses.replace(settings, options=options),
+        settings.updated(guard={"enabled": False}),
         "evening-batch",
         lambda ctx: run_steps(ctx, NIGHT_STEPS),
         dry_run=dry_run,

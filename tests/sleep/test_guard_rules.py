@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from mnemo_ops.guard.measure import Measurement
 from mnemo_ops.guard.probes import Probe
-from mnemo_ops.guard.verdict import Tolerances, decide
+from mnemo_ops.guard.verdict import decide
+from mnemo_ops.settings.sections import GuardOptions
 
-TOLERANCES = Tolerances(recall=0.01, mrr=0.01, max_newly_failing=0)
+TOLERANCES = GuardOptions(recall_tolerance=0.01, mrr_tolerance=0.01, max_newly_failing=0)
 
 
 def _probes(count: int) -> list[Probe]:

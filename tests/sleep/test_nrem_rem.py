@@ -14,6 +14,7 @@ from freezegun import freeze_time
 from mnemo_ops import database
 from mnemo_ops.jobs import run_job
 from mnemo_ops.models.answers import MalformedAnswer
+from mnemo_ops.settings.sections import SleepOptions
 from mnemo_ops.sleep import clusters, extractive, nrem, rem
 from tests.conftest import copy_sample
 from tests.models.plugin import calls, registered_test_models
@@ -256,7 +257,7 @@ def test_clusters_and_seeds_are_the_same_for_a_fixed_night():
         (f"w:{n:04d}", ("fact", "event", "preference")[n % 3], 0.5, 0.1 + n / 100)
         for n in range(60)
     ]
-    options = rem.RemOptions(True, 6, 2, 0.5, 4, 0.4, 0.6, 8, 3.0)
+    options = SleepOptions()  # the defaults: 6 seeds, 2 per kind, noise 0.5, 4 hops, decay 0.4
     first = rem.draw_seeds(pool, "2026-03-01", options)
     assert first == rem.draw_seeds(list(reversed(pool)), "2026-03-01", options)
     assert len(first) == 6

@@ -149,17 +149,16 @@ class MnemosyneEngine:
         `db_path` recalls from another copy of the database (the guard's trial copy); `profile`
         overrides ``retrieval_eval.profile``; ``auto`` resolves against the settings' Hermes home.
         """
-        section = "retrieval_eval"
-        chosen = profile or settings.option(f"{section}.profile")
+        options = settings.retrieval_eval
         return cls(
             db_path or settings.db_path,
-            enhanced_recall=settings.option(f"{section}.enhanced_recall"),
-            use_associative=bool(settings.option(f"{section}.use_associative")),
-            cross_session=settings.option(f"{section}.cross_session"),
-            recall_options=settings.option(f"{section}.recall_options"),
-            environment=settings.option(f"{section}.mnemosyne_environment"),
-            profile=resolve_profile(chosen, settings.hermes_home),
-            python=settings.option(f"{section}.python"),
+            enhanced_recall=options.enhanced_recall,
+            use_associative=options.use_associative,
+            cross_session=options.cross_session,
+            recall_options=options.recall_options,
+            environment=options.mnemosyne_environment,
+            profile=resolve_profile(profile or options.profile, settings.hermes_home),
+            python=options.python,
         )
 
     def version(self) -> str:

@@ -162,7 +162,7 @@ def _check_expiry(
 def audit(settings: Settings, now: datetime) -> AuditOutcome:
     """Check auth.json and .env in HERMES_HOME without ever reporting a value from them."""
     outcome = AuditOutcome("auth_files")
-    warn_days = settings.option("nightly_selfcare.auth_expiry_warn_days")
+    warn_days = settings.nightly_selfcare.auth_expiry_warn_days
     auth_json = settings.hermes_home / "auth.json"
     if _check_file(outcome, auth_json) and (text := _read_text(outcome, auth_json)) is not None:
         try:

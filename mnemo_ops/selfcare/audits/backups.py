@@ -122,8 +122,8 @@ def audit(settings: Settings, now: datetime) -> AuditOutcome:
         {key: status[key] for key in ("checkpoints", "verified", "newest_age_hours")}
     )
     outcome.stats["failed"] = len(status["failed"])
-    warn_hours = settings.option("nightly_selfcare.backup_warn_hours")
-    error_hours = settings.option("nightly_selfcare.backup_error_hours")
+    warn_hours = settings.nightly_selfcare.backup_warn_hours
+    error_hours = settings.nightly_selfcare.backup_error_hours
     age = status["newest_age_hours"]
     if age is None:
         outcome.warn(

@@ -51,7 +51,7 @@ def audit(settings: Settings, now: datetime) -> AuditOutcome:
     wal = Path(f"{settings.db_path}-wal")
     wal_bytes = wal.stat().st_size if wal.exists() else 0
     outcome.stats["wal_bytes"] = wal_bytes
-    wal_limit = settings.option("nightly_selfcare.wal_warn_mb")
+    wal_limit = settings.nightly_selfcare.wal_warn_mb
     if wal_bytes > wal_limit * MEBIBYTE:
         outcome.warn(
             "db-wal-large",
@@ -60,8 +60,8 @@ def audit(settings: Settings, now: datetime) -> AuditOutcome:
             "blocking checkpoints",
             fix="mnemo-ops run monthly-maintenance",
         )
-    warn_mb = settings.option("nightly_selfcare.free_disk_warn_mb")
-    error_mb = settings.option("nightly_selfcare.free_disk_error_mb")
+    warn_mb = settings.nightly_selfcare.free_disk_warn_mb
+    error_mb = settings.nightly_selfcare.free_disk_error_mb
     seen_devices: set[int] = set()
     outcome.stats["free_mb"] = {}
     for label, folder in (("database", settings.db_path.parent), ("backups", settings.backups_dir)):

@@ -38,7 +38,7 @@ def _recent_statuses(settings: Settings, job: str, limit: int) -> list[str]:
 
 def overdue_jobs(settings: Settings, now: datetime) -> list[dict]:
     """The rows of `job_table` that are overdue even after the grace period."""
-    grace = timedelta(minutes=settings.option("nightly_selfcare.overdue_grace_minutes"))
+    grace = timedelta(minutes=settings.nightly_selfcare.overdue_grace_minutes)
     manifests = effective_manifests(settings)
     overdue = []
     for row in job_table(settings):

@@ -147,8 +147,8 @@ def _measure(
 def audit(settings: Settings, now: datetime) -> AuditOutcome:
     """Check MEMORY.md and USER.md in the memory blocks folder."""
     outcome = AuditOutcome("memory_blocks")
-    warn_fraction = settings.option("nightly_selfcare.memory_block_warn_fraction")
-    stale_days = settings.option("nightly_selfcare.memory_block_stale_days")
+    warn_fraction = settings.nightly_selfcare.memory_block_warn_fraction
+    stale_days = settings.nightly_selfcare.memory_block_stale_days
     folder = settings.memory_blocks_dir
     if folder.is_symlink():
         outcome.warn(

@@ -67,7 +67,7 @@ def test_default_config_file_is_used_when_present(tmp_path):
     config_dir.mkdir(parents=True)
     _write(config_dir / "config.yaml", "backup:\n  keep: 3\n")
     settings = load_settings(environ={"HOME": str(tmp_path)})
-    assert settings.option("backup.keep") == 3
+    assert settings.backup.keep == 3
     assert settings.config_file == config_dir / "config.yaml"
 
 
@@ -78,10 +78,12 @@ def test_owner_from_environment(tmp_path):
 
 def test_defaults_filled_in(tmp_path):
     settings = load_settings(environ={"HOME": str(tmp_path)})
-    assert settings.option("backup.keep") == 7
-    assert settings.job_option("backup", "enabled") is True
+    assert settings.backup.keep == 7
+    assert settings.job("backup").enabled is True
     with pytest.raises(KeyError):
-        settings.option("no.such.key")  # a typo in code fails loudly, never a silent default
+        settings.job("no-such-job")  # a typo in code fails loudly, never a silent default
+    with pytest.raises(AttributeError):
+        settings.backup.kep  # noqa: B018
 
 
 @pytest.mark.parametrize(
