@@ -9,6 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from mnemo_ops.foundation.errors import ConfigError, UsageError
 from mnemo_ops.settings import (
@@ -108,7 +109,7 @@ def test_settings_expose_typed_sections(tmp_path):
     assert settings.options_of("memory-maintain") is settings.memory_maintain
     # An integer stays an integer where a number is allowed (config show prints what was written).
     assert settings.evening_batch.label_similarity == 85
-    with pytest.raises(Exception):  # read-only: code cannot change an option behind the file's back
+    with pytest.raises(ValidationError):  # read-only: code cannot change an option behind the file
         settings.backup.keep = 3  # type: ignore[misc]
 
 
@@ -161,7 +162,7 @@ def test_updated_settings_are_checked_like_a_file(tmp_path):
 
 
 def test_every_job_has_one_options_section_and_one_name():
-    assert JOB_NAMES == tuple(JOB_SECTIONS)
+    assert tuple(JOB_SECTIONS) == JOB_NAMES
     fields = Config.model_fields
     for job in JOB_NAMES:
         assert job.replace("-", "_") in fields
