@@ -237,14 +237,6 @@ def test_cron_install_into_empty_crontab(cli, fake_crontab):
     assert table.read_text() == ""
 
 
-def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
-    readme = (REPO / "README.md").read_text()
-    commands = re.findall(r"```sh\n(.+?)\n```", readme)
-    assert commands[0].endswith("mnemo-ops demo")
-    assert commands[1].endswith("pytest -q") and "'.[test]'" in commands[1]
-    assert commands[1] in (REPO / ".ci" / "run").read_text()
-
-
 HOLDER = """
 import sys, time
 from pathlib import Path
