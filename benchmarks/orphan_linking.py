@@ -2,9 +2,9 @@
 
 Run by hand (not part of the test suite):
 
-    python benchmarks/orphans.py                      # 10k and 100k
-    python benchmarks/orphans.py --sizes 10000,100000,1000000
-    python benchmarks/orphans.py --sizes 0 --recall   # only the recall figure
+    python benchmarks/orphan_linking.py               # 10k and 100k
+    python benchmarks/orphan_linking.py --sizes 10000,100000,1000000
+    python benchmarks/orphan_linking.py --sizes 0 --recall # only the recall figure
 
 For each size a fresh database is created by Mnemosyne itself (its own schema, triggers and FTS
 tables), the rows of realistic text are written by SQL (mnemo_ops.samples.realistic_memories: Zipf

@@ -1,4 +1,4 @@
-"""Process exit codes, documented in the README ("Exit codes")."""
+"""Process exit codes, documented in the README ("Exit codes") and docs/architecture.md."""
 
 OK = 0
 """The command or job succeeded (warnings allowed)."""

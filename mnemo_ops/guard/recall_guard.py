@@ -49,7 +49,7 @@ SPACE_MARGIN = 1.5
 NOT_NEEDED = "not-needed"
 """The verdict of a run whose job found, before the trial, that it has nothing to do."""
 REFUSAL_FIX = (
-    "read 'When the recall guard refuses' in the README; mnemo-ops run JOB --force retries"
+    "read docs/recall-guard.md, 'When the recall guard refuses'; mnemo-ops run JOB --force retries"
 )
 
 

@@ -1,8 +1,8 @@
 """memory-maintain: the canonical promotion backstop, then orphan linking (docs/jobs/memory-maintain.md).
 
-Options: the ``memory_maintain`` section of the settings schema (``k``, ``min_score``,
-``max_rows_per_run``, ``batch_size``, ``match_budget``, ``link``, ``backstop_max_rows``), also as
-``--option KEY=VALUE`` for one run.
+Options: the ``memory_maintain`` section (``settings.job_sections.MemoryMaintainOptions``: ``k``,
+``min_score``, ``max_rows_per_run``, ``batch_size``, ``full_round_days``, ``match_budget``,
+``link``, ``backstop_max_rows``), also as ``--option KEY=VALUE`` for one run.
 """
 
 from __future__ import annotations
@@ -329,7 +329,7 @@ def run(ctx: JobContext) -> JobResult:
             _link(ctx, connection, options)
         else:
             # Mnemosyne's plain recall (the Hermes plugin's) never follows these edges but pays
-            # for every one of them (README, "Orphan linking and the agent's recall").
+            # for every one of them (docs/jobs/memory-maintain.md, "Orphan linking and the agent's recall").
             ctx.result.stats["linking"] = {"mode": "off"}
             ctx.warn(
                 "orphan-linking-off",

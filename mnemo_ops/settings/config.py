@@ -48,13 +48,17 @@ from mnemo_ops.settings.types import is_run_only, run_alias
 class Config(Section):
     """Everything a config file may say (``mnemo-ops config schema`` prints it as JSON Schema)."""
 
-    db: str | None = Field(None, description="the memory database (mnemosyne.db)")
-    state_dir: str | None = Field(None, description="mnemo-ops' own state folder")
-    hermes_home: str | None = Field(None, description="the Hermes home (default ~/.hermes)")
+    db: str | None = Field(None, description="the Mnemosyne database (see Paths)")
+    state_dir: str | None = Field(None, description="mnemo-ops' state folder (see Paths)")
+    hermes_home: str | None = Field(None, description="the Hermes home (see Paths)")
     memory_blocks_dir: str | None = Field(
-        None, description="MEMORY.md and USER.md (default $HERMES_HOME/memories)"
+        None, description="the folder of MEMORY.md and USER.md (default `<hermes_home>/memories`)"
     )
-    owner: str | None = Field(None, description="owner of canonical facts (default: default)")
+    owner: str | None = Field(
+        None,
+        description="canonical owner of promoted facts and lessons (else "
+        "`MNEMOSYNE_DEFAULT_OWNER`, else `default`)",
+    )
     jobs: JobsOptions = Field(default_factory=JobsOptions)
     monitoring: MonitoringOptions = MonitoringOptions()
     transactions: TransactionOptions = TransactionOptions()

@@ -56,27 +56,51 @@ class StagingRule(Section):
 class StagingOptions(Section):
     """``nightly_selfcare.staging``: expired files moved into quarantine, never deleted."""
 
-    enabled: bool = option(True)
+    enabled: bool = option(True, "false: nothing is staged into quarantine")
     queue_processed_days: NonNegativeInt = option(30, "0 turns the rule off")
     reports_days: NonNegativeInt = option(90, "0 turns the rule off")
     hermes_logs_days: NonNegativeInt = option(30, "0 turns the rule off")
-    extra_rules: list[StagingRule] | None = option(None, "absolute root, file name pattern, age")
+    extra_rules: list[StagingRule] | None = option(
+        None,
+        "more rules, each {name, root, pattern, older_than_days}: root an absolute folder "
+        "(required), pattern a file name pattern (default *), older_than_days (default 30)",
+    )
 
 
 class NightlySelfcareOptions(Section):
     """``nightly_selfcare``: the audits' limits and the staging rules."""
 
-    memory_char_limit: PositiveInt = option(2200, "Hermes memory_char_limit")
-    user_char_limit: PositiveInt = option(1375, "Hermes user_char_limit")
-    memory_block_warn_fraction: Fraction = option(0.8)
-    memory_block_stale_days: PositiveInt = option(30)
-    auth_expiry_warn_days: PositiveInt = option(7)
-    backup_warn_hours: PositiveInt = option(26)
-    backup_error_hours: PositiveInt = option(72)
-    overdue_grace_minutes: NonNegativeInt = option(60)
-    wal_warn_mb: PositiveInt = option(256)
-    free_disk_warn_mb: NonNegativeInt = option(2048)
-    free_disk_error_mb: NonNegativeInt = option(512)
+    memory_char_limit: PositiveInt = option(
+        2200, "Hermes' `memory_char_limit`, used when Hermes' `config.yaml` sets none"
+    )
+    user_char_limit: PositiveInt = option(
+        1375, "Hermes' `user_char_limit`, used when Hermes' `config.yaml` sets none"
+    )
+    memory_block_warn_fraction: Fraction = option(
+        0.8, "`memory-block-near-limit` from this share of the limit"
+    )
+    memory_block_stale_days: PositiveInt = option(
+        30, "`memory-block-stale` after this many days unchanged"
+    )
+    auth_expiry_warn_days: PositiveInt = option(
+        7, "`auth-expiring-soon` this many days before expiry"
+    )
+    backup_warn_hours: PositiveInt = option(
+        26, "`backup-stale` (warning) when the newest checkpoint is older"
+    )
+    backup_error_hours: PositiveInt = option(
+        72, "`backup-stale` (error) when the newest checkpoint is older"
+    )
+    overdue_grace_minutes: NonNegativeInt = option(
+        60, "`job-overdue` when a slot was missed by more"
+    )
+    wal_warn_mb: PositiveInt = option(256, "`db-wal-large` above this WAL size, in MiB")
+    free_disk_warn_mb: NonNegativeInt = option(
+        2048, "`disk-space-low` (warning) under this much free, in MiB"
+    )
+    free_disk_error_mb: NonNegativeInt = option(
+        512, "`disk-space-low` (error) under this much free, in MiB"
+    )
     staging: StagingOptions = StagingOptions()
 
 
@@ -113,12 +137,18 @@ class EveningBatchOptions(Section):
     )
     reclaim_stale_seconds: PositiveInt = option(3600, "claims older than this are reclaimed")
     stale_fraction: Fraction = option(0.10, "maps are stale past this share of changes")
-    min_topic_size: PositiveInt = option(3)
-    terms_per_memory: PositiveInt = option(8)
-    max_topic_share: Fraction = option(0.2)
-    label_similarity: Similarity = option(85)
-    seeds_per_topic: PositiveInt = option(5)
-    block_match_similarity: Similarity = option(85)
+    min_topic_size: PositiveInt = option(3, "the fewest memories a topic has")
+    terms_per_memory: PositiveInt = option(8, "salient terms taken from each memory")
+    max_topic_share: Fraction = option(
+        0.2, "a term shared by more memories than this share names no topic"
+    )
+    label_similarity: Similarity = option(
+        85, "rapidfuzz ratio (0..100) for merging near-identical labels"
+    )
+    seeds_per_topic: PositiveInt = option(5, "memories in a topic's seed list")
+    block_match_similarity: Similarity = option(
+        85, "rapidfuzz token-set ratio (0..100) of a memory-block entry and a superseded fact"
+    )
     rebuild: bool = run_option(False, "rebuild the topic map from scratch")
     summary_repair: bool = option(True, "give summaries the summary tier and their sources' time")
     summary_tier: Literal[1, 2, 3] = option(3, "tier of a repaired summary (3: the lowest weight)")
@@ -148,8 +178,12 @@ class RetrievalEvalOptions(Section):
     Paths default to ``<state_dir>/eval/suite.jsonl`` and ``<state_dir>/eval/baseline.json``.
     """
 
-    suite: str | None = option(None, "the eval suite (JSONL or YAML)")
-    baseline: str | None = option(None, "the baseline to compare with")
+    suite: str | None = option(
+        None, "the eval suite (JSONL or YAML); default <state_dir>/eval/suite.jsonl"
+    )
+    baseline: str | None = option(
+        None, "the baseline to compare with; default <state_dir>/eval/baseline.json"
+    )
     engine: Literal["mnemosyne", "builtin"] = option(
         "mnemosyne", "recall engine: mnemosyne or builtin"
     )
@@ -184,11 +218,17 @@ class RetrievalEvalOptions(Section):
 class MonthlyMaintenanceOptions(Section):
     """``monthly_maintenance``: integrity checks and repairs."""
 
-    unconfirmed_fact_age_days: PositiveInt = option(180)
-    claim_stale_hours: PositiveInt = option(6)
-    multi_valued_predicates: list[str] = option([])
-    fts_merge_pages: PositiveInt = option(500)
-    fts_merge_max_steps: PositiveInt = option(200)
+    unconfirmed_fact_age_days: PositiveInt = option(
+        180, "flag unconfirmed canonical facts older than this"
+    )
+    claim_stale_hours: PositiveInt = option(
+        6, "a sleep claim older than this without a summary is orphaned"
+    )
+    multi_valued_predicates: list[str] = option(
+        [], "triple predicates that may hold several objects at once (never closed as conflicts)"
+    )
+    fts_merge_pages: PositiveInt = option(500, "pages per FTS5 'merge' step")
+    fts_merge_max_steps: PositiveInt = option(200, "merge steps per table and run, at most")
     vacuum: bool = run_option(False, "also VACUUM (rewrites the file)")
 
 
@@ -284,9 +324,13 @@ def section_name(job: str) -> str:
 class JobSchedule(Section):
     """``jobs.<job>``: when and whether a job runs, and who hears about it."""
 
-    schedule: CronExpression | None = option(None, "cron expression overriding the manifest's")
+    schedule: CronExpression | None = option(
+        None, "cron expression overriding the manifest's (`jobs/<job>.yaml`)"
+    )
     enabled: bool = option(True, "false: scheduled runs skip the job (--force still runs it)")
-    timeout: PositiveInt | None = option(None, "seconds before the run is stopped")
+    timeout: PositiveInt | None = option(
+        None, "seconds before the run is stopped (default: the manifest's)"
+    )
     ping_url: str | None = option(None, "healthchecks URL: /start, success, /fail")
 
 

@@ -235,8 +235,8 @@ class KubernetesSchedulingOptions(Section):
     starting_deadline_seconds: PositiveInt = option(
         600, "a run that cannot start this late is skipped"
     )
-    successful_jobs_history_limit: NonNegativeInt = option(3)
-    failed_jobs_history_limit: NonNegativeInt = option(3)
+    successful_jobs_history_limit: NonNegativeInt = option(3, "finished Jobs kept per CronJob")
+    failed_jobs_history_limit: NonNegativeInt = option(3, "failed Jobs kept per CronJob")
 
 
 class SchedulingOptions(Section):

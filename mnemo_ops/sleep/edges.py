@@ -4,7 +4,8 @@
 
 - ``mnemo:confirms``: restatement -> the original it confirms (weight: similarity / 100);
 - ``mnemo:contradicts``: newer memory -> the older one it closed (weight 1);
-- ``mnemo:derives`` and ``mnemo:extends``: reserved for the NREM summaries and REM associations.
+- ``mnemo:derives``: NREM summary -> each source it was fused from;
+- ``mnemo:extends``: REM seed -> the memory it was associated with.
 
 Only these are strengthened and downscaled. Every other edge is Mnemosyne's or the agent's and is
 never changed, ``related_to`` included: Mnemosyne's proactive linking (``MNEMOSYNE_PROACTIVE_LINKING``)

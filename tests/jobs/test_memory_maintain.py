@@ -384,7 +384,7 @@ def test_backstop_cap_spreads_a_large_backlog_over_runs_and_ends_where_one_run_e
 
 
 def test_linking_can_be_turned_off_and_the_backstop_still_promotes(sample):
-    """``link: false`` (README: the Hermes plugin's plain recall pays for every edge and never
+    """``link: false`` (docs/jobs/memory-maintain.md: the Hermes plugin's plain recall pays for every edge and never
     follows one): no edge is made, the canonical backstop still runs, and monitoring sees why."""
     edges_before = our_edges(sample.db_path)
     result = run_job(sample, "-o", "link=false")

@@ -9,7 +9,7 @@ there is used, as the agent would use it.
 
 Options (config section ``retrieval_eval``): ``enhanced_recall`` (``MNEMOSYNE_ENHANCED_RECALL``;
 unset = whatever the environment says), ``use_associative`` (graph neighbours appended by
-``recall_enhanced``), ``cross_session`` (default true: the eval's queries span sessions),
+``recall_enhanced``), ``cross_session`` (``MNEMOSYNE_CROSS_SESSION``; unset = as Mnemosyne is configured),
 ``recall_options`` (keyword arguments of ``recall``, e.g. ``fts_weight``) and
 ``mnemosyne_environment`` (extra ``MNEMOSYNE_*`` variables). Options are also written into the
 snapshot's ``config.yaml``, because Mnemosyne lets that file win over the environment.
