@@ -67,7 +67,7 @@ COUNTS = (
 )
 """Every count is always present in ``changes`` (zero when nothing happened)."""
 QUARANTINE_RULE = "memory-block-migrate"
-RESTORE_FIX = "mnemo-ops quarantine list (docs/jobs/memory-block-migrate.md, "Restoring a file")"
+RESTORE_FIX = "mnemo-ops quarantine list (docs/jobs/memory-block-migrate.md, 'Restoring a file')"
 PREVIEWS_SHOWN = 8
 
 
