@@ -3,6 +3,7 @@ fail, the process group ended on a timeout, stdout noise, and a child that dies 
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
+from mnemo_ops.foundation.child_process import STANDIN_FILES, ChildProcessFailed, run_child
 from mnemo_ops.foundation.errors import MnemoOpsError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -248,3 +249,38 @@ def test_a_child_dies_with_its_parent(tmp_path):
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
             parent.wait()
+
+
+STANDALONE_CHILDREN = (
+    "mnemo_ops/evaluation/engines/mnemosyne_worker.py",
+    "mnemo_ops/database/version_probe.py",
+)
+"""The package's children that run standalone, under an interpreter without mnemo-ops."""
+
+
+def test_standalone_code_imports_only_the_stand_in_and_parses_as_python_3_10():
+    package = REPO / "mnemo_ops"
+    stand_in = {
+        ".".join(("mnemo_ops", *Path(relative).with_suffix("").parts)).removesuffix(".__init__")
+        for relative in STANDIN_FILES
+    }
+    files = [package / relative for relative in STANDIN_FILES]
+    files += [REPO / relative for relative in STANDALONE_CHILDREN]
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"), feature_version=(3, 10))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mnemo_ops"):
+                for alias in node.names:
+                    # ``from package import module`` imports the module; else the name's module.
+                    candidate = f"{node.module}.{alias.name}"
+                    source = REPO / Path(*candidate.split("."))
+                    is_module = source.with_suffix(".py").is_file() or source.is_dir()
+                    imported = candidate if is_module else node.module
+                    assert imported in stand_in, (
+                        f"{path.name} imports {imported}, not in the stand-in"
+                    )
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not alias.name.startswith("mnemo_ops") or alias.name in stand_in, (
+                        f"{path.name} imports {alias.name}, not in the stand-in"
+                    )
