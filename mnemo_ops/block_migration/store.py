@@ -17,16 +17,12 @@ What is stored for an entry (its text, verbatim, as the row's content):
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from mnemo_ops.block_migration.stored_rows import METADATA_KEY
-from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
+from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
 from mnemo_ops.memory_blocks.blocks import USER_BLOCK
 from mnemo_ops.settings import Settings
 from mnemo_ops.settings.job_sections import MemoryBlockMigrateOptions
@@ -90,7 +86,11 @@ def store_entries(
     moved_at: str,
     initialise: bool,
 ) -> dict[str, StoreOutcome]:
-    """Store `entries` in ``settings.db_path`` through the worker; key -> outcome."""
+    """Store `entries` in ``settings.db_path`` through the worker; key -> outcome.
+
+    No timeout of its own: the job's manifest timeout interrupts the wait, and the worker's process
+    group is ended with it (a worker killed by the job's own kill dies with the job too).
+    """
     if not entries:
         return {}
     request = {
@@ -98,50 +98,19 @@ def store_entries(
         "hermes_home": str(settings.hermes_home),
         "session_id": session_id,
         "initialise": initialise,
-        "parent_pid": os.getpid(),
         "entries": [entry.request(options, moved_at) for entry in entries],
     }
-    environment = dict(os.environ)
-    # Importing Mnemosyne initialises a database at its default path: aim it at this database.
-    environment["MNEMOSYNE_DATA_DIR"] = str(Path(settings.db_path).parent)
-    environment["HERMES_HOME"] = str(settings.hermes_home)
-    reply = _run_worker(request, environment)
+    try:
+        # Importing Mnemosyne initialises a database at its default path: aim it at this database.
+        reply = run_child(
+            WORKER_MODULE,
+            request,
+            timeout=None,
+            environment=mnemosyne_environment(Path(settings.db_path).parent, settings.hermes_home),
+        )
+    except ChildProcessFailed as error:
+        raise error.with_context("storing memory block entries through Mnemosyne") from None
     return {
         item["key"]: StoreOutcome(item["key"], item["outcome"], item.get("memory_id"))
         for item in reply["outcomes"]
     }
-
-
-def _run_worker(request: dict[str, Any], environment: dict[str, str]) -> dict[str, Any]:
-    with tempfile.TemporaryFile("w+") as request_file, tempfile.TemporaryFile("w+") as errors:
-        json.dump(request, request_file)
-        request_file.seek(0)
-        process = subprocess.Popen(
-            [sys.executable, "-m", WORKER_MODULE],
-            stdin=request_file,
-            stdout=subprocess.PIPE,
-            stderr=errors,
-            env=environment,
-            text=True,
-            close_fds=True,  # the writer lock is never inherited
-        )
-        final: dict[str, Any] | None = None
-        try:
-            for line in process.stdout:
-                try:
-                    message = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if "result" in message or "error" in message:
-                    final = message
-            process.wait()
-        finally:
-            if process.poll() is None:  # the job timed out or was interrupted: stop the child too
-                process.kill()
-                process.wait()
-        errors.seek(0)
-        tail = errors.read()[-2000:].strip().splitlines()
-    if final is None or "error" in final:
-        detail = final["error"] if final else (tail[-1] if tail else f"exit {process.returncode}")
-        raise MnemoOpsError(f"storing memory block entries through Mnemosyne failed: {detail}")
-    return final["result"]

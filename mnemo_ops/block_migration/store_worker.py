@@ -1,8 +1,9 @@
 """Child process: store block entries through Mnemosyne's own ``remember``, exactly once.
 
-Run by ``store.store_entries`` (``python -m mnemo_ops.block_migration.store_worker``) with one JSON
-request on stdin; answers with JSON lines on stdout (``{"stored": ...}`` after each entry, then
-``{"result": ...}`` or ``{"error": ...}``). Everything Mnemosyne prints goes to stderr.
+Run by ``store.store_entries`` through ``foundation.child_process`` (everything Mnemosyne prints goes
+to stderr): a progress message ``{"stored": ...}`` after each entry, then the result
+``{"outcomes": [...]}``. The worker dies with the job that started it (a kill -9 of the job
+included), so an orphan never races the next run on the same keys.
 
 Why a child process: Mnemosyne opens the database with Python's sqlite3 while the job's own
 connections are apsw (another SQLite library); two libraries with one database open in one process
@@ -19,12 +20,7 @@ and retries after looking the key up again. No transaction is left open between 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import json
-import os
-import signal
 import sqlite3
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,17 +28,11 @@ from typing import Any
 from mnemo_ops.block_migration.stored_rows import find_stored
 from mnemo_ops.database import BUSY_TIMEOUT_MS, transactions
 from mnemo_ops.database.mnemosyne_api import close_mnemosyne_connections, open_mnemosyne
+from mnemo_ops.foundation.child_process import child_main, send_progress
 from mnemo_ops.foundation.clock import local_timestamp
 
-PROTOCOL = sys.stdout
 LOCK_RETRY_ATTEMPTS = 8
 LOCK_RETRY_BACKOFF_S = 0.05
-
-
-def send(message: dict[str, Any]) -> None:
-    """Write one protocol line."""
-    PROTOCOL.write(json.dumps(message) + "\n")
-    PROTOCOL.flush()
 
 
 def _end_transactions(memory: Any, rollback: bool = False) -> None:
@@ -115,10 +105,9 @@ def store(request: dict[str, Any]) -> dict[str, Any]:
     outcomes = []
     try:
         for entry in request["entries"]:
-            die_with_parent(request.get("parent_pid"))
             outcome = _store_one(memory, connection, entry)
             outcomes.append(outcome)
-            send({"stored": outcome})
+            send_progress({"stored": outcome})
     finally:
         with contextlib.suppress(sqlite3.Error):
             _end_transactions(memory)
@@ -127,39 +116,5 @@ def store(request: dict[str, Any]) -> dict[str, Any]:
     return {"outcomes": outcomes}
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int | None) -> None:
-    """Make this process end when the job that started it ends (a kill -9 of the job included).
-
-    An orphaned worker still storing while the next run starts its own would race it on the same
-    keys. Linux's parent-death signal covers a kill from now on; the pid check covers a parent that
-    was gone before the signal was armed.
-    """
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the pid check below still applies
-        pass
-    if parent_pid is not None and os.getppid() != parent_pid:
-        raise SystemExit(1)
-
-
-def main() -> None:
-    """Read the request, store, report the result or a one-line error."""
-    request = json.load(sys.stdin)
-    die_with_parent(request.get("parent_pid"))
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            result = store(request)
-    except Exception as error:  # reported to the parent as one line; the traceback stays on stderr
-        import traceback
-
-        traceback.print_exc(file=sys.stderr)
-        send({"error": f"{type(error).__name__}: {error}"})
-        raise SystemExit(1) from None
-    send({"result": result})
-
-
 if __name__ == "__main__":
-    main()
+    child_main(store)

@@ -4,8 +4,9 @@ A job may hold Mnemosyne connections (Python's sqlite3, another SQLite library t
 own process. POSIX locks belong to the process: when the checkpoint's apsw connections closed their
 file descriptors on the DB, the kernel would drop the locks Mnemosyne's connections hold on it (and the
 other way round, mid-copy). A child process has only its own connections, so the copy is safe whatever
-the job holds. The parent passes the moment (so names follow the parent's clock) and reads back the
-outcome as JSON.
+the job holds. The parent passes the moment (so names follow the parent's clock) and gets back the
+outcome, through ``foundation.child_process``; a CheckpointError comes back as a result too (its
+message, code and severity), a crash as ChildProcessFailed.
 
     echo '{"db": ..., "state_dir": ..., "memory_blocks_dir": ..., "kind": "pre-write", "job": ..., "moment": ...}' \\
         | python -m mnemo_ops.checkpoints.worker
@@ -13,14 +14,12 @@ outcome as JSON.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from mnemo_ops.checkpoints.create import CheckpointError, CheckpointOutcome, create_checkpoint
+from mnemo_ops.foundation.child_process import ChildProcessFailed, child_main, run_child
 from mnemo_ops.foundation.clock import isoformat
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.settings import Config, Settings, parse_config
@@ -45,7 +44,8 @@ def _settings(payload: dict[str, Any]) -> Settings:
 def create_in_child(
     settings: Settings, kind: str, job: str | None, moment: datetime
 ) -> CheckpointOutcome:
-    """Run ``create_checkpoint`` in a child process; raise CheckpointError as the child reported it."""
+    """Run ``create_checkpoint`` in a child process; raise CheckpointError as the child reported it
+    (ChildProcessFailed when the child itself failed)."""
     payload = {
         "db": str(settings.db_path),
         "state_dir": str(settings.state_dir),
@@ -55,26 +55,12 @@ def create_in_child(
         "moment": isoformat(moment),
         "disk": settings.disk.model_dump(),
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mnemo_ops.checkpoints.worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     try:
-        stdout, stderr = process.communicate(json.dumps(payload))
-    finally:  # a job timeout in the parent must not leave the copy running (the next run cleans up)
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    try:
-        answer = json.loads(stdout)
-    except ValueError:
-        last_line = (stderr.strip().splitlines() or ["no output"])[-1]
-        raise CheckpointError(
-            f"the checkpoint process failed (exit {process.returncode}): {last_line}"
-        ) from None
+        # No timeout of its own: the job's manifest timeout interrupts the wait and ends the copy
+        # (the next run cleans up what it left).
+        answer = run_child("mnemo_ops.checkpoints.worker", payload, timeout=None)
+    except ChildProcessFailed as error:
+        raise error.with_context("the checkpoint process") from None
     if "error" in answer:
         raise CheckpointError(
             answer["error"],
@@ -85,9 +71,8 @@ def create_in_child(
     return CheckpointOutcome(**answer)
 
 
-def main() -> None:
-    """Read the request on stdin, make the checkpoint, print the outcome (or the error) as JSON."""
-    payload = json.loads(sys.stdin.read())
+def create(payload: dict[str, Any]) -> dict[str, Any]:
+    """Make the checkpoint the request describes; return its outcome (or the error) as JSON data."""
     try:
         outcome = create_checkpoint(
             _settings(payload),
@@ -96,25 +81,19 @@ def main() -> None:
             moment=datetime.fromisoformat(payload["moment"]),
         )
     except CheckpointError as error:
-        answer: dict[str, Any] = {
-            "error": error.message,
-            "code": error.code,
-            "severity": error.severity,
-        }
+        return {"error": error.message, "code": error.code, "severity": error.severity}
     except MnemoOpsError as error:
-        answer = {"error": error.message, "code": "backup-failed", "severity": "error"}
-    else:
-        answer = {
-            "name": outcome.name,
-            "path": str(outcome.path),
-            "verified": outcome.verified,
-            "manifest": outcome.manifest,
-            "problems": outcome.problems,
-            "source_corrupt": outcome.source_corrupt,
-            "stats": outcome.stats,
-        }
-    sys.stdout.write(json.dumps(answer))
+        return {"error": error.message, "code": "backup-failed", "severity": "error"}
+    return {
+        "name": outcome.name,
+        "path": str(outcome.path),
+        "verified": outcome.verified,
+        "manifest": outcome.manifest,
+        "problems": outcome.problems,
+        "source_corrupt": outcome.source_corrupt,
+        "stats": outcome.stats,
+    }
 
 
 if __name__ == "__main__":
-    main()
+    child_main(create)

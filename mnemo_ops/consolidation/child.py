@@ -1,19 +1,20 @@
 """Child process: run Mnemosyne's ``reclaim_orphans`` and ``sleep_all_sessions`` and print one JSON line.
 
 The parent chooses the environment (MNEMOSYNE_DATA_DIR, HERMES_HOME, HOME) before this process
-imports Mnemosyne, so its import-time side effects land where the parent wants them. The request
-comes as one JSON object on stdin: ``{"db_path", "dry_run", "reclaim_stale_seconds", "model"}``.
-Everything Mnemosyne prints goes to stderr; stdout carries only the final JSON object.
+imports Mnemosyne, so its import-time side effects land where the parent wants them. Run through
+``foundation.child_process`` (whatever Mnemosyne prints goes to stderr): the request is
+``{"db_path", "dry_run", "snapshot", "sleep_batch", "max_cycles", "model",
+"reclaim_stale_seconds"}``, the result the consolidation's summary.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
+
+from mnemo_ops.foundation.child_process import child_main
 
 
 def _choose_model(model: str) -> str:
@@ -146,19 +147,5 @@ class _Totals:
                 self.methods.add(result["method"])
 
 
-def main() -> int:
-    """Read the request from stdin, run it with stdout redirected to stderr, print the JSON result."""
-    request = json.loads(sys.stdin.read())
-    real_stdout = sys.stdout
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            summary = consolidate(request)
-    except Exception as error:  # the parent turns this into the step's one-line error
-        real_stdout.write(json.dumps({"fatal": f"{type(error).__name__}: {error}"}) + "\n")
-        return 1
-    real_stdout.write(json.dumps(summary, default=str) + "\n")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    child_main(consolidate)

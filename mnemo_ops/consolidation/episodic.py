@@ -10,11 +10,8 @@ that folder, runs Mnemosyne's own dry run there, and removes the folder.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -24,6 +21,8 @@ from typing import Any
 import apsw
 
 from mnemo_ops.database import snapshot, versions
+from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
+from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
 from mnemo_ops.foundation.errors import MnemoOpsError
 
 MODELS = ("auto", "aaak")
@@ -102,13 +101,6 @@ def pending_work(
     return {"eligible": eligible, "orphan_claims": orphans}
 
 
-def _child_environment(overrides: dict[str, str]) -> dict[str, str]:
-    environment = dict(os.environ)
-    environment.update(overrides)
-    environment["PYTHONUNBUFFERED"] = "1"
-    return environment
-
-
 def run_sleep(
     db_path: Path,
     hermes_home: Path,
@@ -126,8 +118,8 @@ def run_sleep(
     cycle (``MNEMOSYNE_SLEEP_BATCH``), so no summary covers more, and it is repeated until the
     `pending_rows` are done. In a dry run, `inspect_snapshot(path)` is called on the consolidated
     snapshot before it is removed (so later steps can count exactly what they would do after the
-    real consolidation); its value is returned under ``"inspection"``. Raises MnemoOpsError with one
-    line when the child fails.
+    real consolidation); its value is returned under ``"inspection"``. Raises ChildProcessFailed (a
+    MnemoOpsError) with one line when the child fails.
     """
     if model not in MODELS:
         raise MnemoOpsError(
@@ -135,6 +127,12 @@ def run_sleep(
         )
     scratch: Path | None = None
     try:
+        # Rows one sleep takes from a session, so rows one summary can cover (read at import).
+        variables = (
+            {"MNEMOSYNE_SLEEP_BATCH": str(int(max_rows_per_summary))}
+            if max_rows_per_summary
+            else {}
+        )
         if dry_run:
             scratch = Path(tempfile.mkdtemp(prefix="mnemo-ops-sleep-"))
             data_dir = scratch / "data"
@@ -142,23 +140,14 @@ def run_sleep(
                 folder.mkdir(mode=0o700)
             target = data_dir / "mnemosyne.db"
             snapshot.copy_snapshot(db_path, target)
-            environment = _child_environment(
-                {
-                    "HOME": str(scratch / "home"),
-                    "HERMES_HOME": str(scratch / "hermes"),
-                    "MNEMOSYNE_DATA_DIR": str(data_dir),
-                }
+            environment = mnemosyne_environment(
+                data_dir, scratch / "hermes", home=scratch / "home", variables=variables
             )
         else:
             target = db_path
-            environment = _child_environment(
-                {
-                    "MNEMOSYNE_DATA_DIR": str(Path(db_path).parent),
-                    "HERMES_HOME": str(hermes_home),
-                }
+            environment = mnemosyne_environment(
+                Path(db_path).parent, hermes_home, variables=variables
             )
-        if max_rows_per_summary:
-            environment["MNEMOSYNE_SLEEP_BATCH"] = str(int(max_rows_per_summary))
         batch = int(max_rows_per_summary or 0)
         request = {
             "db_path": str(target),
@@ -171,40 +160,18 @@ def run_sleep(
             "reclaim_stale_seconds": reclaim_stale_seconds,
         }
         try:
-            completed = subprocess.run(
-                [sys.executable, "-m", "mnemo_ops.consolidation.child"],
-                input=json.dumps(request),
-                capture_output=True,
-                text=True,
-                env=environment,
+            summary = run_child(
+                "mnemo_ops.consolidation.child",
+                request,
                 timeout=timeout_s,
-                cwd=str(scratch or Path(db_path).parent),
+                environment=environment,
+                cwd=scratch or Path(db_path).parent,
             )
-        except subprocess.TimeoutExpired:
-            raise MnemoOpsError(
-                f"Mnemosyne sleep did not finish within {timeout_s:.0f} s"
-            ) from None
-        summary = _parse(completed)
+        except ChildProcessFailed as error:
+            raise error.with_context("Mnemosyne sleep") from None
         if scratch is not None and inspect_snapshot is not None:
             summary["inspection"] = inspect_snapshot(target)
         return summary
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _parse(completed: subprocess.CompletedProcess) -> dict[str, Any]:
-    lines = [line for line in completed.stdout.splitlines() if line.strip()]
-    summary: dict[str, Any] | None = None
-    if lines:
-        try:
-            summary = json.loads(lines[-1])
-        except json.JSONDecodeError:
-            summary = None
-    if summary is None or "fatal" in summary or completed.returncode != 0:
-        reason = (summary or {}).get("fatal")
-        if not reason:
-            tail = [line for line in completed.stderr.splitlines() if line.strip()]
-            reason = tail[-1] if tail else f"exit status {completed.returncode}"
-        raise MnemoOpsError(f"Mnemosyne sleep failed: {reason}")
-    return summary

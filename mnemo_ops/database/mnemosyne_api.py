@@ -26,7 +26,7 @@ import sqlite3
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,38 @@ def mnemosyne_version() -> str | None:
         return metadata.version("mnemosyne-memory")
     except metadata.PackageNotFoundError:
         return None
+
+
+def mnemosyne_environment(
+    data_dir: Path,
+    hermes_home: Path,
+    *,
+    home: Path | None = None,
+    variables: Mapping[str, str] | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The environment of a child process that runs Mnemosyne on the database in `data_dir`.
+
+    `base` (default: this process's environment) with, set before the child imports Mnemosyne:
+
+    - ``MNEMOSYNE_DATA_DIR`` = `data_dir`: importing Mnemosyne initialises a database at its default
+      path and ``Mnemosyne(...)`` seeds a ``config.yaml`` there, so it must be the folder of the
+      database worked on (the live one's, or a private copy's), never another.
+    - ``HERMES_HOME`` = `hermes_home`: where Mnemosyne's defaults and the Hermes plugin's files are
+      (the agent's home beside the live database; a private folder beside a copy).
+    - ``HOME`` = `home`, only for a private home (a dry run's scratch copy, a sample): nothing the
+      child does may reach the user's home. Otherwise left alone, so an embedding model cached
+      under the user's home is used as the agent would use it.
+    - `variables`: this run's ``MNEMOSYNE_*`` settings (the eval's options, the sleep's batch size,
+      a sample's ``MNEMOSYNE_NO_EMBEDDINGS``); the paths above are set after them and win.
+    """
+    environment = dict(os.environ if base is None else base)
+    environment.update(variables or {})
+    environment["MNEMOSYNE_DATA_DIR"] = str(data_dir)
+    environment["HERMES_HOME"] = str(hermes_home)
+    if home is not None:
+        environment["HOME"] = str(home)
+    return environment
 
 
 def point_environment_at(db_path: Path, hermes_home: Path | None = None) -> None:

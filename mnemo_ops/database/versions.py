@@ -26,11 +26,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 from mnemo_ops.database.mnemosyne_api import mnemosyne_version
+from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
 from mnemo_ops.foundation.errors import DatabaseError, UsageError
 from mnemo_ops.settings.job_sections import RetrievalEvalOptions
 
@@ -175,41 +175,30 @@ def tested_versions() -> str:
     return ", ".join(line.tested for line in LINES)
 
 
-_VERSION_SCRIPT = (
-    "import importlib.metadata as m\n"
-    "try:\n"
-    f"    print(m.version({DISTRIBUTION!r}))\n"
-    "except m.PackageNotFoundError:\n"
-    "    print('')\n"
-)
-
-
 def interpreter_version(python: str | Path, timeout_s: float = 60) -> str | None:
     """The mnemosyne-memory version installed for another Python interpreter (None when absent).
 
+    Asked of a standalone child (``version_probe``: that interpreter need not have mnemo-ops).
     UsageError (exit 2) when `python` is not an interpreter that runs.
     """
     path = Path(python).expanduser()
     if not path.is_file() or not os.access(path, os.X_OK):
         raise UsageError(f"retrieval_eval.python: {path} is not an executable file")
-    environment = {
-        key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")
-    }
     try:
-        completed = subprocess.run(
-            [str(path), "-c", _VERSION_SCRIPT],
-            capture_output=True,
-            text=True,
+        found = run_child(
+            "mnemo_ops.database.version_probe",
+            {"distribution": DISTRIBUTION},
             timeout=timeout_s,
-            env=environment,
+            python=path,
+            standalone=True,
         )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise UsageError(f"retrieval_eval.python: cannot run {path}: {error}") from None
-    if completed.returncode != 0:
-        lines = completed.stderr.strip().splitlines()
-        tail = lines[-1] if lines else f"exit status {completed.returncode}"
-        raise UsageError(f"retrieval_eval.python: {path} is not a working Python: {tail}")
-    return completed.stdout.strip() or None
+    except ChildProcessFailed as error:
+        if error.reason in ("start", "timeout"):
+            raise UsageError(f"retrieval_eval.python: cannot run {path}: {error.message}") from None
+        raise UsageError(
+            f"retrieval_eval.python: {path} is not a working Python: {error.message}"
+        ) from None
+    return found or None
 
 
 @dataclasses.dataclass(frozen=True)

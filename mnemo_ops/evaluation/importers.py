@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.core.progress import ProgressReporter
+from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
 from mnemo_ops.evaluation.suite import Case, write_jsonl
 from mnemo_ops.foundation.errors import UsageError
 
@@ -257,10 +258,7 @@ def _store(plan: Plan, db_path: Path, work_dir: Path, show_progress: bool) -> di
 
     data_dir = work_dir / "data"
     data_dir.mkdir(parents=True, mode=0o700)
-    environment = dict(os.environ)
-    environment.update(
-        {"MNEMOSYNE_DATA_DIR": str(data_dir), "HERMES_HOME": str(work_dir / "hermes")}
-    )
+    environment = mnemosyne_environment(data_dir, work_dir / "hermes")
     request = {
         "mode": "store",
         "db_path": str(data_dir / "mnemosyne.db"),

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from mnemo_ops.database import transactions
-from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
+from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
 
 
 def apply_plan(
@@ -24,19 +21,11 @@ def apply_plan(
 ) -> list[dict[str, Any]]:
     """Apply `actions` in a child process; return one outcome per action done.
 
-    Raises MnemoOpsError with one line when the child fails (the actions it finished are in the
-    database, and the next run finds them).
+    Raises ChildProcessFailed (a MnemoOpsError) with one line when the child fails (the actions it
+    finished are in the database, and the next run finds them).
     """
     if not actions:
         return []
-    environment = dict(os.environ)
-    environment.update(
-        {
-            "MNEMOSYNE_DATA_DIR": str(Path(db_path).parent),
-            "HERMES_HOME": str(hermes_home),
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
     meter = transactions.current_meter()
     request = {
         "db_path": str(db_path),
@@ -46,39 +35,29 @@ def apply_plan(
         # The run's transaction policy; the child's figures come back into the run's meter.
         "policy": dataclasses.asdict(meter.policy),
     }
-    try:
-        completed = subprocess.run(
-            [sys.executable, "-m", "mnemo_ops.reflection.child"],
-            input=json.dumps(request),
-            capture_output=True,
-            text=True,
-            env=environment,
-            timeout=timeout_s,
-            cwd=str(Path(db_path).parent),
-        )
-    except subprocess.TimeoutExpired:
-        raise MnemoOpsError(
-            f"storing the lessons did not finish within {timeout_s:.0f} s"
-        ) from None
-    outcomes, fatal, finished = [], None, False
-    for line in completed.stdout.splitlines():
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
+    outcomes: list[dict[str, Any]] = []
+
+    def progress(message: dict[str, Any]) -> None:
+        # One message per action done; the child's meter figures come with its last message
+        # (here when it failed, else in the result).
         if "done" in message:
             outcomes.append(message)
-        elif "fatal" in message:
-            fatal = message["fatal"]
-        elif message.get("finished"):
-            finished = True
         if isinstance(message.get("transactions"), dict):
             meter.add(message["transactions"])
-    if fatal or not finished or completed.returncode != 0:
-        if not fatal:
-            tail = [line for line in completed.stderr.splitlines() if line.strip()]
-            fatal = tail[-1] if tail else f"exit status {completed.returncode}"
-        raise MnemoOpsError(
-            f"storing the lessons failed after {len(outcomes)} of {len(actions)} writes: {fatal}"
+
+    try:
+        result = run_child(
+            "mnemo_ops.reflection.child",
+            request,
+            timeout=timeout_s,
+            environment=mnemosyne_environment(Path(db_path).parent, hermes_home),
+            cwd=Path(db_path).parent,
+            on_progress=progress,
         )
+    except ChildProcessFailed as error:
+        raise error.with_context(
+            f"storing the lessons failed after {len(outcomes)} of {len(actions)} writes"
+        ) from None
+    if isinstance(result.get("transactions"), dict):
+        meter.add(result["transactions"])
     return outcomes

@@ -2,9 +2,11 @@
 
 The parent chooses the environment (MNEMOSYNE_DATA_DIR, HERMES_HOME) before this process imports
 Mnemosyne, and holds no connection of its own to the database while it runs (one SQLite library per
-process per database: this process uses only Python's sqlite3, Mnemosyne's). The request comes as one
-JSON object on stdin: ``{"db_path", "owner", "session_id", "actions"}``; stdout carries one JSON line
-per action done (``{"done": i, ...}``) and a last ``{"finished": true}`` (or ``{"fatal": ...}``).
+process per database: this process uses only Python's sqlite3, Mnemosyne's). Run through
+``foundation.child_process``: the request is ``{"db_path", "owner", "session_id", "actions",
+"policy"}``; a progress message per action done (``{"done": i, "op", ...}``), then the result
+``{"transactions": ...}`` (on a failure, the figures come in a last progress message before the
+error).
 
 Each action is idempotent or checked before it is made, so a run killed anywhere and started again
 converges: a lesson row is stored once (the next run finds it by its slot), a close only closes what
@@ -14,24 +16,19 @@ leaves an identical body unchanged), and a reinforcement adds only evidence ids 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from mnemo_ops.foundation.child_process import child_main, send_progress
+
 LOCK_RETRY_ATTEMPTS = 8
 LOCK_RETRY_BACKOFF_S = 0.05
 AGENT_SHARE = 0.5
 """After each action, pause as long as it took, so the live agent gets its share of the write lock."""
-
-
-def _send(stream, message: dict[str, Any]) -> None:
-    stream.write(json.dumps(message) + "\n")
-    stream.flush()
 
 
 class Writer:
@@ -215,43 +212,37 @@ class Writer:
         raise AssertionError("unreachable")
 
 
-def main() -> int:
-    """Read the request, apply each action (one JSON line each), report the end.
+def apply_request(request: dict[str, Any]) -> dict[str, Any]:
+    """Apply each action of the request (a progress message each); return the meter's figures.
 
     Our own write transactions are metered under the run's policy (``request["policy"]``) and their
-    figures sent with the last line, so the run's ``stats.transactions`` counts them.
+    figures sent back, so the run's ``stats.transactions`` counts them.
     """
     from mnemo_ops.database import transactions
 
-    request = json.loads(sys.stdin.read())
-    protocol = sys.stdout
     policy = (
         transactions.Policy(**request["policy"]) if request.get("policy") else None
     )  # None: the schema defaults
     with transactions.metered(policy) as meter:
         try:
-            with contextlib.redirect_stdout(sys.stderr):
-                writer = Writer(request)
-                try:
-                    for number, action in enumerate(request["actions"]):
-                        started = time.monotonic()
-                        outcome = writer.apply(action)
-                        _send(protocol, {"done": number, "op": action["op"], **outcome})
-                        # Mnemosyne's own writes in this action get the agent's pause too.
-                        pause = (time.monotonic() - started) * AGENT_SHARE
-                        meter.paused_s += pause
-                        time.sleep(pause)
-                finally:
-                    writer.close()
-        except Exception as error:  # the parent turns this into the job's one-line error
-            _send(
-                protocol,
-                {"fatal": f"{type(error).__name__}: {error}", "transactions": meter.figures()},
-            )
-            return 1
-    _send(protocol, {"finished": True, "transactions": meter.figures()})
-    return 0
+            writer = Writer(request)
+            try:
+                for number, action in enumerate(request["actions"]):
+                    started = time.monotonic()
+                    outcome = writer.apply(action)
+                    send_progress({"done": number, "op": action["op"], **outcome})
+                    # Mnemosyne's own writes in this action get the agent's pause too.
+                    pause = (time.monotonic() - started) * AGENT_SHARE
+                    meter.paused_s += pause
+                    time.sleep(pause)
+            finally:
+                writer.close()
+        except Exception:
+            # The transactions made before the failure still count in the run's stats.
+            send_progress({"transactions": meter.figures()})
+            raise
+    return {"transactions": meter.figures()}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    child_main(apply_request)

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import random
-import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mnemo_ops.foundation.child_process import ChildProcessFailed, child_main, run_child
 from mnemo_ops.samples.sample_database import SampleLayout, backdate
 
 TOPICS = {
@@ -453,20 +451,15 @@ def build(
         "turns": turns_per_session,
         "seed": seed,
     }
-    environment = dict(os.environ)
-    environment.update(layout.environ())
-    environment["MNEMOSYNE_NO_EMBEDDINGS"] = "1"
-    completed = subprocess.run(
-        [sys.executable, "-m", "mnemo_ops.samples.conversations"],
-        input=json.dumps(spec),
-        capture_output=True,
-        text=True,
-        env=environment,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"building the conversation home failed: {completed.stderr[-2000:]}")
-    ids = json.loads(completed.stdout.strip().splitlines()[-1])
+    try:
+        ids = run_child(
+            "mnemo_ops.samples.conversations",
+            spec,
+            timeout=None,
+            environment=layout.environ(variables={"MNEMOSYNE_NO_EMBEDDINGS": "1"}),
+        )
+    except ChildProcessFailed as error:
+        raise error.with_context("building the conversation home") from None
     cases = []
     for conversation in generate(sessions, turns_per_session, seed=seed):
         for question in conversation.questions:
@@ -503,9 +496,4 @@ def _write(spec: dict[str, Any]) -> dict[str, str | None]:
 
 
 if __name__ == "__main__":
-    import contextlib
-
-    request = json.loads(sys.stdin.read())
-    with contextlib.redirect_stdout(sys.stderr):
-        result = _write(request)
-    print(json.dumps(result))
+    child_main(_write)

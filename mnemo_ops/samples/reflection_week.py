@@ -21,15 +21,12 @@ Layout: a Hermes home as in ``sample_database`` (``SampleLayout``).
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from mnemo_ops.foundation.child_process import ChildProcessFailed, child_main, run_child
 from mnemo_ops.samples.sample_database import SampleLayout, backdate
 
 PRIVATE_MARKER = "zanzibar-private-marker"
@@ -161,20 +158,16 @@ def add_week(layout: SampleLayout, now: datetime | None = None) -> None:
     Mnemosyne runs in a child process, so the caller's process never holds a Mnemosyne connection
     beside its own SQLite library.
     """
-    environment = dict(os.environ)
-    environment.update(layout.environ())
-    environment["MNEMOSYNE_NO_EMBEDDINGS"] = "1"
     moment = now or datetime.now()
-    completed = subprocess.run(
-        [sys.executable, "-m", "mnemo_ops.samples.reflection_week"],
-        input=json.dumps({"db_path": str(layout.db_path), "now": moment.isoformat()}),
-        capture_output=True,
-        text=True,
-        env=environment,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(f"writing the reflection week failed: {completed.stderr[-2000:]}")
+    try:
+        run_child(
+            "mnemo_ops.samples.reflection_week",
+            {"db_path": str(layout.db_path), "now": moment.isoformat()},
+            timeout=None,
+            environment=layout.environ(variables={"MNEMOSYNE_NO_EMBEDDINGS": "1"}),
+        )
+    except ChildProcessFailed as error:
+        raise error.with_context("writing the reflection week") from None
 
 
 def write_hermes_store(path: Path, now: datetime) -> None:
@@ -242,9 +235,4 @@ def _write(spec: dict[str, Any]) -> dict[str, str]:
 
 
 if __name__ == "__main__":
-    import contextlib
-
-    request = json.loads(sys.stdin.read())
-    with contextlib.redirect_stdout(sys.stderr):
-        result = _write(request)
-    print(json.dumps(result))
+    child_main(_write)

@@ -19,11 +19,13 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
+from mnemo_ops.foundation.child_process import ChildProcessFailed, child_main, run_child
 from mnemo_ops.foundation.resources import resource_dir
 
 
@@ -58,15 +60,17 @@ class SampleLayout:
         """Where Hermes keeps MEMORY.md and USER.md."""
         return self.hermes_home / "memories"
 
-    def environ(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        """An environment in which Mnemosyne and mnemo-ops find this sample and nothing else."""
-        env = dict(os.environ if base is None else base)
-        env.update(
-            {
-                "HOME": str(self.directory / "home"),
-                "HERMES_HOME": str(self.hermes_home),
-                "MNEMOSYNE_DATA_DIR": str(self.data_dir),
-            }
+    def environ(
+        self, base: dict[str, str] | None = None, variables: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """An environment in which Mnemosyne and mnemo-ops find this sample and nothing else
+        (with `variables`, ``MNEMOSYNE_*`` settings, for a child that writes it)."""
+        env = mnemosyne_environment(
+            self.data_dir,
+            self.hermes_home,
+            home=self.directory / "home",
+            variables=variables,
+            base=base,
         )
         for name in ("MNEMO_OPS_DB", "MNEMO_OPS_STATE_DIR", "MNEMO_OPS_CONFIG", "XDG_CONFIG_HOME"):
             env.pop(name, None)
@@ -122,18 +126,16 @@ def build_sample(
         raise FileExistsError(f"a sample database already exists at {layout.db_path}")
     (layout.directory / "home").mkdir(parents=True, exist_ok=True)
     layout.data_dir.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [
-            str(python or sys.executable),
-            "-m",
+    try:
+        run_child(
             "mnemo_ops.samples.sample_database",
-            str(layout.directory),
-        ],
-        env={**layout.environ(), **(environment or {})},
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+            {"directory": str(layout.directory)},
+            timeout=None,
+            environment={**layout.environ(), **(environment or {})},
+            python=python,
+        )
+    except ChildProcessFailed as error:
+        raise error.with_context(f"writing the sample database in {layout.directory}") from None
     _install_memory_blocks(layout)
     _install_queue_items(layout)
     return layout
@@ -156,9 +158,11 @@ def _install_queue_items(layout: SampleLayout) -> None:
             shutil.copyfile(item, queue / "new" / item.name)
 
 
-def _write_database(layout: SampleLayout) -> None:
+def _write_database(request: dict[str, Any]) -> None:
     """Runs in the child process: write every memory through Mnemosyne, then age the timestamps."""
     from mnemosyne.core.memory import Mnemosyne
+
+    layout = SampleLayout(Path(request["directory"]))
 
     sample = json.loads(conversations_file().read_text(encoding="utf-8"))
     now = datetime.now()
@@ -181,4 +185,4 @@ def _write_database(layout: SampleLayout) -> None:
 
 
 if __name__ == "__main__":
-    _write_database(SampleLayout(Path(sys.argv[1])))
+    child_main(_write_database)

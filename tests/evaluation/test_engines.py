@@ -26,7 +26,9 @@ def test_worker_failure_is_one_line(tmp_path):
     environment = dict(
         os.environ, MNEMOSYNE_DATA_DIR=str(tmp_path), HERMES_HOME=str(tmp_path / "hermes")
     )
-    with pytest.raises(MnemoOpsError, match="Mnemosyne worker failed: KeyError"):
+    with pytest.raises(
+        MnemoOpsError, match="Mnemosyne worker: .*mnemosyne_worker failed: KeyError"
+    ):
         run_worker({"mode": "nope"}, environment)
 
 

@@ -15,29 +15,30 @@ unset = whatever the environment says), ``use_associative`` (graph neighbours ap
 snapshot's ``config.yaml``, because Mnemosyne lets that file win over the environment.
 
 ``python`` (``eval run --python PATH``) runs the worker under another interpreter, one where an
-upgrade candidate of Mnemosyne is installed and mnemo-ops is not: the worker file is copied into a
-private folder of its own and run by path (its own folder holds nothing that could shadow an import;
-run in place, this folder's ``mnemosyne.py`` would shadow the ``mnemosyne`` package), with
-``PYTHONPATH``/``PYTHONHOME`` removed so that interpreter sees only its own packages.
+upgrade candidate of Mnemosyne is installed and mnemo-ops is not: a standalone child of
+``foundation.child_process`` (the worker file copied into a private folder of its own, beside a
+stand-in of that module, and run by path; run in place, this folder's ``mnemosyne.py`` would shadow
+the ``mnemosyne`` package), with ``PYTHONPATH``/``PYTHONHOME`` removed so that interpreter sees
+only its own packages.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from mnemo_ops.database import versions
+from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
 from mnemo_ops.database.snapshot import snapshot_database
 from mnemo_ops.evaluation.engines.base import Query
 from mnemo_ops.evaluation.metrics import Retrieved
-from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
+from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
+from mnemo_ops.foundation.errors import UsageError
+
+WORKER_MODULE = "mnemo_ops.evaluation.engines.mnemosyne_worker"
 
 RECALL_OPTION_NAMES = (
     "temporal_weight",
@@ -203,10 +204,9 @@ class MnemosyneEngine:
             root = Path(temporary)
             data_dir = root / "hermes" / "mnemosyne" / "data"
             snapshot = snapshot_database(self.db_path, data_dir)
-            environment = dict(os.environ)
-            environment.update(self.effective_environment())
-            environment.update(
-                {"MNEMOSYNE_DATA_DIR": str(data_dir), "HERMES_HOME": str(root / "hermes")}
+            # HOME stays: an embedding model cached there is used as the agent would use it.
+            environment = mnemosyne_environment(
+                data_dir, root / "hermes", variables=self.effective_environment()
             )
             request = {
                 "mode": "recall",
@@ -231,81 +231,28 @@ class MnemosyneEngine:
         ]
 
 
-WORKER_FILE = Path(__file__).with_name("mnemosyne_worker.py")
-
-
-def worker_command(
-    python: str | None, folder: Path, environment: dict[str, str]
-) -> tuple[list[str], dict[str, str]]:
-    """The command (and environment) that runs the worker: this interpreter's module, or a copy of
-    the worker file in `folder` run by `python` (an interpreter without mnemo-ops)."""
-    if not python:
-        return [sys.executable, "-m", "mnemo_ops.evaluation.engines.mnemosyne_worker"], environment
-    folder.mkdir(mode=0o700, exist_ok=True)
-    copy = folder / WORKER_FILE.name
-    shutil.copyfile(WORKER_FILE, copy)
-    isolated = {
-        key: value for key, value in environment.items() if key not in ("PYTHONPATH", "PYTHONHOME")
-    }
-    return [python, str(copy)], isolated
-
-
 def run_worker(
     request: dict[str, Any],
     environment: dict[str, str],
-    progress=None,
+    progress: Callable[[Any], None] | None = None,
     timeout_s: float | None = None,
     python: str | None = None,
 ) -> dict[str, Any]:
-    """Run ``mnemo_ops.engines.mnemosyne_worker`` with `request` on stdin; return its final reply.
+    """Run ``mnemo_ops.evaluation.engines.mnemosyne_worker`` with `request`; return its result.
 
-    The worker prints one JSON object per line: ``{"progress": n}`` while it works, then
-    ``{"result": ...}`` or ``{"error": "..."}``. With `python`, that interpreter runs a copy of the
-    worker file (see the module docstring).
+    Progress messages (a count of queries or turns done) go to `progress`. With `python`, that
+    interpreter runs the worker standalone (see the module docstring). Raises ChildProcessFailed
+    (a MnemoOpsError) with one line when the worker fails.
     """
-    with (
-        tempfile.TemporaryFile("w+") as request_file,
-        tempfile.TemporaryFile("w+") as error_file,
-        tempfile.TemporaryDirectory(prefix="mnemo-ops-worker-") as worker_folder,
-    ):
-        json.dump(request, request_file)
-        request_file.seek(0)
-        command, environment = worker_command(python, Path(worker_folder) / "worker", environment)
-        process = subprocess.Popen(
-            command,
-            stdin=request_file,
-            stdout=subprocess.PIPE,
-            stderr=error_file,
-            env=environment,
-            text=True,
-            close_fds=True,
+    try:
+        return run_child(
+            WORKER_MODULE,
+            request,
+            timeout=timeout_s,
+            environment=environment,
+            python=python,
+            standalone=bool(python),
+            on_progress=progress,
         )
-        final: dict[str, Any] | None = None
-        try:
-            for line in process.stdout:
-                try:
-                    message = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a stray print from a library; the protocol lines are JSON objects
-                if "progress" in message and progress:
-                    progress(message["progress"])
-                elif "result" in message or "error" in message:
-                    final = message
-            process.wait(timeout=timeout_s)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        error_file.seek(0)
-        stderr_tail = error_file.read()[-2000:].strip().splitlines()
-    if final is None or "error" in final:
-        detail = (
-            final["error"]
-            if final
-            else (stderr_tail[-1] if stderr_tail else f"exit status {process.returncode}")
-        )
-        raise MnemoOpsError(f"Mnemosyne worker failed: {detail}")
-    result = final["result"]
-    if isinstance(result, dict) and final.get("mnemosyne_version"):
-        result.setdefault("mnemosyne_version", final["mnemosyne_version"])
-    return result
+    except ChildProcessFailed as error:
+        raise error.with_context("Mnemosyne worker") from None

@@ -1,31 +1,26 @@
 """Child process for work done through Mnemosyne's own API (recall for the eval, benchmark imports).
 
-Run by ``engines/mnemosyne.run_worker`` with ``MNEMOSYNE_DATA_DIR``/``HERMES_HOME`` already pointed at
-a temp dir. Reads one JSON request on stdin; writes JSON lines on stdout (``{"progress": n}``, then
-``{"result": ...}`` or ``{"error": ...}``). Anything Mnemosyne prints goes to stderr so it never
-corrupts the protocol.
+Run by ``engines/mnemosyne.run_worker`` through ``foundation.child_process`` with
+``MNEMOSYNE_DATA_DIR``/``HERMES_HOME`` already pointed at a temp dir. The request's ``mode`` is
+``recall`` or ``store``; progress messages carry a count done, the result the answers and the
+``mnemosyne_version`` that produced them. Anything Mnemosyne prints goes to stderr.
 
 It also runs under other interpreters (``eval run --python``: an upgrade candidate's venv, without
-mnemo-ops), as a copy run by path: import only the standard library, PyYAML and ``mnemosyne`` here
-(the dependencies of mnemosyne-memory itself), and keep to Python 3.10 syntax (what Mnemosyne needs).
+mnemo-ops), as a standalone copy run by path: import only the standard library, PyYAML and
+``mnemosyne`` here (the dependencies of mnemosyne-memory itself) and
+``mnemo_ops.foundation.child_process`` (a stand-in of it is copied beside this file), and keep to
+Python 3.10 syntax (what Mnemosyne needs).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-PROTOCOL = sys.stdout
-
-
-def send(message: dict[str, Any]) -> None:
-    """Write one protocol line."""
-    PROTOCOL.write(json.dumps(message) + "\n")
-    PROTOCOL.flush()
+from mnemo_ops.foundation.child_process import child_main, send_progress
 
 
 def apply_config_overrides(data_dir: Path, overrides: dict[str, str]) -> None:
@@ -184,7 +179,7 @@ def recall(request: dict[str, Any]) -> dict[str, Any]:
             ]
         )
         if number % 25 == 0 or number == len(request["queries"]):
-            send({"progress": 25 if number % 25 == 0 else number % 25})
+            send_progress(25 if number % 25 == 0 else number % 25)
     return {"results": results}
 
 
@@ -204,7 +199,7 @@ def store(request: dict[str, Any]) -> dict[str, Any]:
                 metadata=turn.get("metadata") or {},
                 veracity="imported",
             )
-        send({"progress": len(session["turns"])})
+        send_progress(len(session["turns"]))
     import sqlite3
 
     connection = sqlite3.connect(db_path)
@@ -213,20 +208,14 @@ def store(request: dict[str, Any]) -> dict[str, Any]:
     return {"ids": ids}
 
 
-def main() -> None:
-    """Read the request, run it, report the result or a one-line error."""
-    request = json.load(sys.stdin)
+def handle(request: dict[str, Any]) -> dict[str, Any]:
+    """Run the request's mode; the result says which Mnemosyne version did the work."""
     handlers = {"recall": recall, "store": store}
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            result = handlers[request["mode"]](request)
-    except Exception as error:  # reported to the parent as one line; the traceback stays on stderr
-        import traceback
-
-        traceback.print_exc(file=sys.stderr)
-        send({"error": f"{type(error).__name__}: {error}"})
-        raise SystemExit(1) from None
-    send({"result": result, "mnemosyne_version": _imported_mnemosyne_version()})
+    result = handlers[request["mode"]](request)
+    version = _imported_mnemosyne_version()
+    if version:
+        result.setdefault("mnemosyne_version", version)
+    return result
 
 
 def _imported_mnemosyne_version() -> str | None:
@@ -236,4 +225,4 @@ def _imported_mnemosyne_version() -> str | None:
 
 
 if __name__ == "__main__":
-    main()
+    child_main(handle)
