@@ -8,6 +8,8 @@ by the first of them and closed when the batch ends; ``stats.model`` holds the l
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from mnemo_ops.consolidation.batch import BatchState
 from mnemo_ops.core import state
@@ -45,13 +47,7 @@ def nrem_step(ctx: JobContext, batch: BatchState) -> None:
     if run is None:
         return
     options = nrem.NremOptions.from_settings(ctx.settings)
-    if not options.enabled:
-        run.stats["nrem"] = {"enabled": False}
-        ctx.count("summaries_fused", 0)
-        return
-    layer = model_layer(ctx, batch, run)
-    run.stats["nrem"] = nrem.fuse(_settling_edge_pass(run), options, layer)
-    ctx.result.stats["model"] = layer.stats()
+    _dream(ctx, batch, run, "nrem", options, "summaries_fused", nrem.fuse)
 
 
 def rem_step(ctx: JobContext, batch: BatchState) -> None:
@@ -60,12 +56,26 @@ def rem_step(ctx: JobContext, batch: BatchState) -> None:
     if run is None:
         return
     options = rem.RemOptions.from_settings(ctx.settings)
+    _dream(ctx, batch, run, "rem", options, "extends_edges_created", rem.associate)
+
+
+def _dream(
+    ctx: JobContext,
+    batch: BatchState,
+    run: SleepRun,
+    stage: str,
+    options: nrem.NremOptions | rem.RemOptions,
+    count: str,
+    work: Callable[[SleepRun, Any, ModelLayer], dict[str, Any]],
+) -> None:
+    """Run one dream stage (`work` is ``nrem.fuse`` or ``rem.associate``) with the run's model layer;
+    a disabled stage records ``{"enabled": False}`` under `stage` and a count of 0 under `count`."""
     if not options.enabled:
-        run.stats["rem"] = {"enabled": False}
-        ctx.count("extends_edges_created", 0)
+        run.stats[stage] = {"enabled": False}
+        ctx.count(count, 0)
         return
     layer = model_layer(ctx, batch, run)
-    run.stats["rem"] = rem.associate(_settling_edge_pass(run), options, layer)
+    run.stats[stage] = work(_settling_edge_pass(run), options, layer)
     ctx.result.stats["model"] = layer.stats()
 
 
