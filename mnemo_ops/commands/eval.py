@@ -322,37 +322,32 @@ def register(app: typer.Typer) -> None:
         None, "--limit", help="Import only the first N conversations / questions.", min=1
     )
 
-    @imports.command(
-        "locomo",
-        help=(
+    import_help = {
+        "locomo": (
             "Import LoCoMo: each dialogue turn is stored through Mnemosyne (one session per LoCoMo session); each "
             "question becomes a case whose relevant ids are the turns named by its evidence. Adversarial questions "
             "(category 5) have no evidence and are skipped.\n\n"
             "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl"
         ),
-    )
-    @handle_errors
-    def import_locomo(
-        file: str = typer.Argument(..., metavar="FILE"),
-        db: str = db_option,
-        suite: str = out_suite_option,
-        limit: int = limit_option,
-    ) -> None:
-        _import("locomo", file, db, suite, limit)
-
-    @imports.command(
-        "longmemeval",
-        help=(
+        "longmemeval": (
             "Import LongMemEval: each haystack session is stored once through Mnemosyne; each question becomes a case "
             "whose relevant ids are the has_answer turns of its answer sessions.\n\n"
             "Example: mnemo-ops eval import longmemeval longmemeval_s.json --db lme.db --suite lme.jsonl"
         ),
-    )
-    @handle_errors
-    def import_longmemeval(
-        file: str = typer.Argument(..., metavar="FILE"),
-        db: str = db_option,
-        suite: str = out_suite_option,
-        limit: int = limit_option,
-    ) -> None:
-        _import("longmemeval", file, db, suite, limit)
+    }
+
+    def register_import(benchmark: str) -> None:
+        """``eval import <benchmark>``: every importer takes the same arguments."""
+
+        @imports.command(benchmark, help=import_help[benchmark])
+        @handle_errors
+        def import_command(
+            file: str = typer.Argument(..., metavar="FILE"),
+            db: str = db_option,
+            suite: str = out_suite_option,
+            limit: int = limit_option,
+        ) -> None:
+            _import(benchmark, file, db, suite, limit)
+
+    for benchmark in import_help:
+        register_import(benchmark)
