@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.commands.render import render_result
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.jobs import run_job
@@ -130,18 +130,18 @@ def _finish(result: JobResult) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command group."""
-    group = typer.Typer(
-        help="Retrieval eval: run a suite against recall, write baselines, compare results, import benchmarks.\n\n"
+    group = command_group(
+        app,
+        "eval",
+        "Retrieval eval: run a suite against recall, write baselines, compare results, import benchmarks.\n\n"
         "Example: mnemo-ops eval run --suite fixtures/eval/sample.jsonl --baseline baseline.json",
-        no_args_is_help=True,
     )
-    imports = typer.Typer(
-        help="Build a Mnemosyne database and a suite from a long-term-memory benchmark.\n\n"
+    imports = command_group(
+        group,
+        "import",
+        "Build a Mnemosyne database and a suite from a long-term-memory benchmark.\n\n"
         "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl",
-        no_args_is_help=True,
     )
-    group.add_typer(imports, name="import")
-    app.add_typer(group, name="eval")
 
     suite_option = typer.Option(
         None,

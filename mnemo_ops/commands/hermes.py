@@ -8,7 +8,7 @@ from collections import Counter
 import typer
 from rich.table import Table
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.foundation.clock import local_now
 from mnemo_ops.foundation.errors import UsageError
@@ -94,14 +94,12 @@ def _print_plan(console, plan: HermesPlan, action: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``hermes`` command group."""
-    hermes_app = typer.Typer(
-        help=(
-            "The jobs as Hermes' own script-only cron jobs ($HERMES_HOME/cron/jobs.json and one "
-            "script each in $HERMES_HOME/scripts/mnemo-ops/): render, install, uninstall, status."
-        ),
-        no_args_is_help=True,
+    hermes_app = command_group(
+        app,
+        "hermes",
+        "The jobs as Hermes' own script-only cron jobs ($HERMES_HOME/cron/jobs.json and one "
+        "script each in $HERMES_HOME/scripts/mnemo-ops/): render, install, uninstall, status.",
     )
-    app.add_typer(hermes_app, name="hermes")
 
     deliver_option = typer.Option(
         None,
