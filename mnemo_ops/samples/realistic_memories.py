@@ -43,11 +43,12 @@ import itertools
 import json
 import math
 import random
-import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+
+from mnemo_ops.samples.memory_rows import Batch, append_rows
 
 USER_NAME = "dana"
 ZIPF_EXPONENT = 1.05
@@ -228,26 +229,22 @@ def add_realistic_memories(
     Sessions are a day apart and the last one ends about `end` (default now), so the history is as
     old as a long-lived agent's. As Mnemosyne's auto-sleep leaves such a history, rows older than
     `consolidated_days` are stamped ``consolidated_at`` (None: none are), and one episodic summary
-    is added per `episodic_every` rows (a few turns of the session joined). Written through Python's
-    sqlite3, the library Mnemosyne uses (run it where no apsw connection to the file is open).
-    Returns the counts written.
+    is added per `episodic_every` rows (a few turns of the session joined). Written by
+    ``memory_rows.append_rows`` (Python's sqlite3: run it where no apsw connection to the file is
+    open), `batch` rows a transaction. Returns the counts written.
     """
     end = end or datetime.now()
     start = end - timedelta(days=count / MEAN_TURNS + 1)
     cutoff = end - timedelta(days=consolidated_days) if consolidated_days is not None else None
     generator = RealisticText(seed, expected_rows=count)
-    connection = sqlite3.connect(db_path)
-    working = episodic = 0
-    recent: list[str] = []
-    try:
+
+    def batches() -> Iterator[Batch]:
         rows = generator.sessions(count)
-        while True:
-            chunk = list(itertools.islice(rows, batch))
-            if not chunk:
-                break
+        number = 0
+        recent: list[str] = []
+        while chunk := list(itertools.islice(rows, batch)):
             memories, summaries = [], []
             for row in chunk:
-                number = working + len(memories)
                 row_id = hashlib.sha256(f"{seed}:{number}:{row.content}".encode()).hexdigest()[:16]
                 moment = min(
                     end, start + timedelta(days=row.session_number, seconds=30 * row.position)
@@ -286,24 +283,10 @@ def add_realistic_memories(
                             row_id,
                         )
                     )
-            with connection:
-                connection.executemany(
-                    "INSERT INTO working_memory (id, content, source, timestamp, session_id, "
-                    "importance, metadata_json, veracity, memory_type, consolidated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    memories,
-                )
-                connection.executemany(
-                    "INSERT INTO episodic_memory (id, content, source, timestamp, session_id, "
-                    "importance, metadata_json, summary_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    summaries,
-                )
-            working += len(memories)
-            episodic += len(summaries)
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        connection.close()
-    return {"working": working, "episodic": episodic}
+                number += 1
+            yield memories, summaries
+
+    return append_rows(db_path, batches())
 
 
 # --- The document-frequency profile -------------------------------------------------------------
