@@ -42,7 +42,10 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
@@ -372,3 +375,32 @@ def build_realistic_sample(directory: Path, rows: int, seed: int = 7):
     layout = build_sample(directory)
     add_realistic_memories(layout.db_path, rows, seed=seed)
     return layout
+
+
+def cached_realistic_home(directory: Path, rows: int, name: str | None = None):
+    """The realistic home of `rows` rows in ``directory/name`` (default ``realistic-<rows>``), built
+    once and reused while its database exists (the benchmarks share it); returns its layout.
+
+    Built by `build_realistic_sample` in a child process, so the caller's process never has the
+    generator's memory nor a sqlite3 connection to the file (it may then open apsw on it).
+    """
+    from mnemo_ops.samples.sample_database import SampleLayout
+
+    layout = SampleLayout(Path(directory) / (name or f"realistic-{rows}"))
+    if not layout.db_path.exists():
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mnemo_ops.samples.realistic_memories",
+                str(layout.directory),
+                str(rows),
+            ],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+    return layout
+
+
+if __name__ == "__main__":
+    build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))
