@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-WORKING_COLUMNS = (
+_COMMON_COLUMNS = (
     "id",
     "content",
     "source",
@@ -21,21 +21,10 @@ WORKING_COLUMNS = (
     "session_id",
     "importance",
     "metadata_json",
-    "veracity",
-    "memory_type",
-    "consolidated_at",
 )
+WORKING_COLUMNS = (*_COMMON_COLUMNS, "veracity", "memory_type", "consolidated_at")
 """The order of a working row's values."""
-EPISODIC_COLUMNS = (
-    "id",
-    "content",
-    "source",
-    "timestamp",
-    "session_id",
-    "importance",
-    "metadata_json",
-    "summary_of",
-)
+EPISODIC_COLUMNS = (*_COMMON_COLUMNS, "summary_of")
 """The order of an episodic summary's values."""
 
 Batch = tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mnemo_ops.core import state
+from mnemo_ops.evaluation import history as eval_history
 from mnemo_ops.foundation.clock import utc_now
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.selfcare import report, report_render
@@ -111,20 +112,7 @@ def test_no_checkpoint_no_eval_no_history_are_tolerated(sample, tmp_path):
 def test_eval_trend_from_eval_history(sample, tmp_path):
     settings = settings_for(sample, write_config(tmp_path))
     ledger = state.open_state(settings.state_db_path)
-    ledger["eval_history"].create(
-        {
-            "id": int,
-            "run_at": str,
-            "suite": str,
-            "suite_sha256": str,
-            "engine": str,
-            "k": int,
-            "metrics_json": str,
-            "regressions": int,
-            "status": str,
-        },
-        pk="id",
-    )
+    eval_history.HISTORY.ensure(ledger)
     start = datetime(2026, 11, 20, 3, 45, tzinfo=UTC)
     for day in range(9):
         ledger["eval_history"].insert(
