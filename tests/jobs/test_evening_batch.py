@@ -9,9 +9,10 @@ import pytest
 
 from mnemo_ops import database
 from mnemo_ops.consolidation.episodic import sleep_cutoff
+from mnemo_ops.core import state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.database import transactions
-from mnemo_ops.foundation import exit_codes, state
+from mnemo_ops.foundation import exit_codes
 from mnemo_ops.jobs import evening_batch, run_job
 from mnemo_ops.topics import store
 from tests.conftest import run_cli
