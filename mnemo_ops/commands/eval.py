@@ -347,6 +347,7 @@ def register(app: typer.Typer) -> None:
             suite: str = out_suite_option,
             limit: int = limit_option,
         ) -> None:
+            """Import `benchmark` from FILE into a new database and suite."""
             _import(benchmark, file, db, suite, limit)
 
     for benchmark in import_help:

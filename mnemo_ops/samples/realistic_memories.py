@@ -242,6 +242,7 @@ def add_realistic_memories(
     generator = RealisticText(seed, expected_rows=count)
 
     def batches() -> Iterator[Batch]:
+        """The rows, `batch` at a time, each with the summaries of its stretch of sessions."""
         rows = generator.sessions(count)
         number = 0
         recent: list[str] = []

@@ -138,6 +138,7 @@ def add_synthetic_memories(
     start = datetime(2026, 1, 1)
 
     def batches() -> Iterator[Batch]:
+        """The rows, `batch` at a time, each with its episodic summaries."""
         for offset in range(0, count, batch):
             rows, summaries = [], []
             for number in range(offset, min(count, offset + batch)):

@@ -9,6 +9,7 @@ from mnemo_ops.samples.memory_rows import EPISODIC_COLUMNS, WORKING_COLUMNS, app
 
 
 def working_row(number: int) -> tuple:
+    """Generated working row `number`, its values in `WORKING_COLUMNS` order."""
     return (
         f"gen{number:04d}",
         f"the allotment gate hinge number {number} needs oil",
