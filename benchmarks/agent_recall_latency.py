@@ -27,12 +27,10 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
-sys.path.insert(0, str(REPOSITORY / "benchmarks"))
-
-from jobs_scaling import build  # noqa: E402
 
 from mnemo_ops import database  # noqa: E402
 from mnemo_ops.guard import probes  # noqa: E402
+from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
 from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
 
 TIMER = r"""
@@ -89,7 +87,7 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
     arguments = parser.parse_args()
     arguments.dir.mkdir(parents=True, exist_ok=True)
-    template = build(arguments.dir, arguments.rows)
+    template = cached_realistic_home(arguments.dir, arguments.rows)
     work = Path(tempfile.mkdtemp(prefix="recall-latency-", dir=arguments.dir))
     connection = database.open_memory_db(template.db_path, readonly=True)
     try:

@@ -29,11 +29,9 @@ import apsw  # noqa: E402
 
 from mnemo_ops.canonical import backstop  # noqa: E402
 from mnemo_ops.foundation.clock import local_timestamp  # noqa: E402
+from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
 from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
-
-sys.path.insert(0, str(REPOSITORY / "benchmarks"))
-from jobs_scaling import build  # noqa: E402
 
 
 def plan_time(layout: SampleLayout) -> tuple[int, float]:
@@ -57,7 +55,7 @@ def main() -> None:
     arguments.dir.mkdir(parents=True, exist_ok=True)
     measured = []
     for size in (int(size) for size in arguments.sizes.split(",")):
-        promotions, seconds = plan_time(build(arguments.dir, size))
+        promotions, seconds = plan_time(cached_realistic_home(arguments.dir, size))
         measured.append((size, seconds))
         print(
             f"{size:>9,} rows  {promotions:>8,} to promote  plan {seconds:7.2f} s  "

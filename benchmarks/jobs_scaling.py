@@ -33,6 +33,7 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
+from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
 from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
 
 JOBS = [
@@ -44,26 +45,6 @@ JOBS = [
     "retrieval-eval",
     "monthly-maintenance",
 ]
-
-
-def build(directory: Path, rows: int) -> SampleLayout:
-    """The realistic home of `rows` rows, built once (reused when present)."""
-    layout = SampleLayout(directory / f"realistic-{rows}")
-    if not layout.db_path.exists():
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from pathlib import Path; "
-                "from mnemo_ops.samples.realistic_memories import build_realistic_sample; "
-                "build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))",
-                str(layout.directory),
-                str(rows),
-            ],
-            check=True,
-            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-        )
-    return layout
 
 
 def run_measured(layout: SampleLayout, arguments: list[str]) -> tuple[float, float, dict]:
@@ -128,7 +109,7 @@ def main() -> None:
     arguments.dir.mkdir(parents=True, exist_ok=True)
     figures: dict[tuple[str, int], tuple[float, float]] = {}
     for rows in sizes:
-        template = build(arguments.dir, rows)
+        template = cached_realistic_home(arguments.dir, rows)
         for job in jobs:
             work = Path(tempfile.mkdtemp(prefix="scaling-", dir=arguments.dir))
             try:

@@ -32,10 +32,8 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
+from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
 from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
-
-sys.path.insert(0, str(REPOSITORY / "benchmarks"))
-from jobs_scaling import build  # noqa: E402  (the realistic home, built once and shared)
 
 AGENT = r"""
 import json, sys, time
@@ -205,7 +203,7 @@ def main() -> None:
     parser.add_argument("--config", type=Path, help="a mnemo-ops config file for the jobs")
     arguments = parser.parse_args()
     arguments.dir.mkdir(parents=True, exist_ok=True)
-    template = build(arguments.dir, arguments.rows)
+    template = cached_realistic_home(arguments.dir, arguments.rows)
     rows = []
     for job in arguments.jobs.split(","):
         work = Path(tempfile.mkdtemp(prefix=f"latency-{job}-", dir=arguments.dir))

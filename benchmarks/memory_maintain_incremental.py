@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -32,7 +31,10 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.samples.realistic_memories import add_realistic_memories  # noqa: E402
+from mnemo_ops.samples.realistic_memories import (  # noqa: E402
+    add_realistic_memories,
+    cached_realistic_home,
+)
 from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
 
 
@@ -87,21 +89,7 @@ def main() -> None:
         "record its state directly",
     )
     arguments = parser.parse_args()
-    template = SampleLayout(arguments.dir / f"realistic-{arguments.rows}")
-    if not template.db_path.exists():
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from pathlib import Path; "
-                "from mnemo_ops.samples.realistic_memories import build_realistic_sample; "
-                "build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))",
-                str(template.directory),
-                str(arguments.rows),
-            ],
-            check=True,
-            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-        )
+    template = cached_realistic_home(arguments.dir, arguments.rows)
     work = Path(tempfile.mkdtemp(prefix="incremental-", dir=arguments.dir))
     try:
         shutil.copytree(template.directory, work / "home", symlinks=True)

@@ -40,7 +40,10 @@ from mnemo_ops.foundation.clock import local_timestamp  # noqa: E402
 from mnemo_ops.guard import probes  # noqa: E402
 from mnemo_ops.guard.measure import measure  # noqa: E402
 from mnemo_ops.linking import orphans  # noqa: E402
-from mnemo_ops.samples.realistic_memories import add_realistic_memories  # noqa: E402
+from mnemo_ops.samples.realistic_memories import (  # noqa: E402
+    add_realistic_memories,
+    cached_realistic_home,
+)
 from mnemo_ops.samples.sample_database import SampleLayout, build_sample  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 
@@ -279,28 +282,6 @@ def quality(rows: int, budgets: list[int], cases: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def cached_home(directory: Path, rows: int) -> Path:
-    """The realistic home of `rows` rows in `directory` (built once, shared with the other
-    benchmarks); returns its database."""
-    home = directory / f"realistic-{rows}"
-    db_path = home / "hermes" / "mnemosyne" / "data" / "mnemosyne.db"
-    if not db_path.exists():
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from pathlib import Path; "
-                "from mnemo_ops.samples.realistic_memories import build_realistic_sample; "
-                "build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))",
-                str(home),
-                str(rows),
-            ],
-            check=True,
-            env={**os.environ, "PYTHONPATH": str(REPOSITORY)},
-        )
-    return db_path
-
-
 def _link_sample(source: Path, directory: Path, sample: int, budget: int | None):
     """Link `sample` orphans on a fresh copy; (examined, seconds, SQLite steps)."""
     work = Path(tempfile.mkdtemp(prefix="per-row-", dir=directory))
@@ -344,7 +325,7 @@ def per_row_cost(sizes: list[int], sample: int, budgets: list[int | None], direc
     """
     measured: dict[tuple[int, int | None], tuple[float, float]] = {}
     for size in sizes:
-        source = cached_home(directory, size)
+        source = cached_realistic_home(directory, size).db_path
         for budget in budgets:
             small = _link_sample(source, directory, sample, budget)
             large = _link_sample(source, directory, 2 * sample, budget)

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -45,6 +44,7 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
+from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
 from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
 
 NEW_SHARE = 0.01
@@ -56,20 +56,7 @@ def build(directory: Path, rows: int) -> SampleLayout:
     layout = SampleLayout(directory / f"sleep-realistic-{rows}")
     if not layout.db_path.exists():
         started = time.perf_counter()
-        environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
-        subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from pathlib import Path; "
-                "from mnemo_ops.samples.realistic_memories import build_realistic_sample; "
-                "build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))",
-                str(layout.directory),
-                str(rows),
-            ],
-            check=True,
-            env=environment,
-        )
+        cached_realistic_home(directory, rows, name=layout.directory.name)
         subprocess.run(
             [sys.executable, __file__, "--child", str(layout.directory), "classify"],
             check=True,

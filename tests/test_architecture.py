@@ -1,7 +1,8 @@
 """The layering of ``mnemo_ops`` (docs/architecture.md, "Layers"): imports only run downward.
 
 Every import of every module is read from its source (those inside functions too), so a lazy import
-cannot hide an upward edge or a cycle.
+cannot hide an upward edge or a cycle. Inside the domain layer the packages have a declared order
+too (`DOMAIN_ORDER`): a domain package imports only the domain packages declared below it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,33 @@ LAYERS = (
     ("jobs", ("mnemo_ops.jobs",)),
     ("command line", ("mnemo_ops.commands", "mnemo_ops.cli", "mnemo_ops.__main__")),
 )
+
+
+DOMAIN_ORDER = (
+    # Leaves: they import no other domain package.
+    "redaction",  # secrets kept out of text; under the model layer and the auth-file audit
+    "memory_blocks",  # Hermes' block files as Hermes reads and writes them
+    "disk",  # the free-space reserve; under checkpoints, which keep it free
+    "checkpoints",  # copies of the memory: refused below the disk reserve
+    "monitoring",  # the runner's monitors: a result goes out, nothing comes in
+    "samples",  # homes written through Mnemosyne's API, for the demo, tests and benchmarks
+    "canonical",
+    "linking",
+    "integrity",
+    "bridge",
+    "scheduling",  # the schedulers' files; under selfcare, whose report shows the schedule
+    "evaluation",  # recall engines and metrics; under the guard, which measures with them
+    "guard",
+    "models",  # the model layer: what it may send goes through redaction
+    "consolidation",  # evening-batch's step runner; under the steps that run in it
+    "topics",
+    "reflection",  # self-reflection asks the model layer; under selfcare's "learned this week"
+    "sleep",  # the sleep stages: consolidation's steps, evaluation's engines, the model layer
+    "selfcare",  # the audits and the report read most of the packages above
+    "block_migration",  # keeps a block's copy in selfcare's quarantine, verifies with the guard
+)
+"""The domain packages from lowest to highest, read off the import graph; a domain package imports
+only packages declared below it, and a new package is placed here on purpose."""
 
 
 def module_name(path: Path, root: Path = PACKAGE) -> str:
@@ -143,6 +171,39 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def domain_package(module: str) -> str | None:
+    """The domain package holding `module` (``sleep`` for ``mnemo_ops.sleep.nrem``), None outside it."""
+    if layer_of(module) != layer_of("mnemo_ops.anything"):
+        return None
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def against_domain_order(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from one domain package to another not declared below it, as readable lines."""
+    problems = []
+    for module, targets in sorted(graph.items()):
+        source = domain_package(module)
+        if source is None:
+            continue
+        if source not in DOMAIN_ORDER:
+            problems.append(f"{module}: the package {source} is not declared in DOMAIN_ORDER")
+            continue
+        for target in sorted(targets):
+            destination = domain_package(target)
+            if destination is None or destination == source:
+                continue
+            if destination not in DOMAIN_ORDER:
+                problems.append(
+                    f"{target}: the package {destination} is not declared in DOMAIN_ORDER"
+                )
+            elif DOMAIN_ORDER.index(destination) > DOMAIN_ORDER.index(source):
+                problems.append(
+                    f"{module} ({source}) imports {target} ({destination}, declared above it)"
+                )
+    return sorted(set(problems))
+
+
 def test_imports_run_only_downward():
     assert upward_imports(import_graph()) == []
 
@@ -233,4 +294,50 @@ def test_the_option_check_catches_a_read_by_string(tmp_path):
     assert option_reads_by_string(copy) == [
         "mnemo_ops/jobs/backup.py:2: options[...] by name",
         "mnemo_ops/jobs/backup.py:3: .option(...) by name",
+    ]
+
+
+def test_domain_packages_import_only_packages_declared_below_them():
+    assert against_domain_order(import_graph()) == []
+
+
+def test_every_domain_package_is_declared_once():
+    packages = {domain_package(name) for name in import_graph()} - {None}
+    assert sorted(packages) == sorted(DOMAIN_ORDER)
+    assert len(set(DOMAIN_ORDER)) == len(DOMAIN_ORDER)
+
+
+def test_the_order_check_catches_an_import_against_it_and_an_undeclared_package():
+    graph = import_graph()
+    graph["mnemo_ops.redaction.patterns"] = graph["mnemo_ops.redaction.patterns"] | {
+        "mnemo_ops.models.layer"
+    }
+    graph["mnemo_ops.newcomer.thing"] = {"mnemo_ops.disk.reserve"}
+    problems = against_domain_order(graph)
+    assert problems == [
+        "mnemo_ops.newcomer.thing: the package newcomer is not declared in DOMAIN_ORDER",
+        "mnemo_ops.redaction.patterns (redaction) imports mnemo_ops.models.layer "
+        "(models, declared above it)",
+    ]
+    # An import down the order is allowed, as is one inside a package.
+    graph = import_graph()
+    graph["mnemo_ops.block_migration.plan"] |= {"mnemo_ops.redaction.patterns"}
+    graph["mnemo_ops.sleep.nrem"] |= {"mnemo_ops.sleep.rem"}
+    assert against_domain_order(graph) == []
+
+
+def test_an_import_against_the_domain_order_in_a_file_fails(tmp_path):
+    """Read from source files too: a lazy import of a higher package, inside a function, is seen."""
+    copy = tmp_path / "mnemo_ops"
+    for package in ("disk", "checkpoints"):
+        (copy / package).mkdir(parents=True)
+        (copy / package / "__init__.py").write_text("")
+    (copy / "__init__.py").write_text("")
+    (copy / "checkpoints" / "create.py").write_text("from mnemo_ops.disk import reserve\n")
+    (copy / "disk" / "reserve.py").write_text(
+        "def check():\n    from mnemo_ops.checkpoints import create\n"
+    )
+    assert against_domain_order(import_graph(copy)) == [
+        "mnemo_ops.disk.reserve (disk) imports mnemo_ops.checkpoints.create "
+        "(checkpoints, declared above it)"
     ]

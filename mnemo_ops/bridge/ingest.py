@@ -23,6 +23,7 @@ import apsw
 from mnemo_ops import database
 from mnemo_ops.bridge.items import BRIDGE_METADATA_KEY, Item
 from mnemo_ops.core.context import JobContext
+from mnemo_ops.core.state import StateTable
 from mnemo_ops.database import transactions
 from mnemo_ops.database.mnemosyne_api import close_mnemosyne_connections, open_mnemosyne
 
@@ -86,20 +87,20 @@ def merged_keys_in_state(state_db) -> set[str]:
     }
 
 
-def create_keys_table(state_db) -> None:
-    state_db[KEYS_TABLE].create(
-        {
-            "key": str,
-            "memory_id": str,
-            "session_id": str,
-            "outcome": str,
-            "file": str,
-            "position": int,
-            "ingested_at": str,
-        },
-        pk="key",
-        if_not_exists=True,
-    )
+KEYS = StateTable(
+    KEYS_TABLE,
+    {
+        "key": str,
+        "memory_id": str,
+        "session_id": str,
+        "outcome": str,
+        "file": str,
+        "position": int,
+        "ingested_at": str,
+    },
+    pk="key",
+)
+"""Every ingested item's key and its outcome (ingested, merged or filtered), in state.db."""
 
 
 class Ingestor:

@@ -9,7 +9,6 @@ itself, and the spool folders themselves must be real folders.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -21,6 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.bridge.items import FileRejected, RejectedItem
+from mnemo_ops.foundation.capped_read import (
+    NOT_A_FILE,
+    SYMLINK,
+    TOO_LARGE,
+    ReadRefused,
+    read_capped,
+)
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.private_files import fsync_path
 
@@ -41,6 +47,19 @@ def _write_new_file(path: Path, data: bytes) -> None:
     finally:
         if descriptor != -1:
             os.close(descriptor)
+
+
+def _rejection(refusal: ReadRefused, max_bytes: int) -> str:
+    """Why a spool file was not read, as its ``.error.json`` says it."""
+    if refusal.reason == SYMLINK:
+        return "is a symlink (never followed out of the queue)"
+    if refusal.reason == NOT_A_FILE:
+        return "is not a regular file"
+    if refusal.reason == TOO_LARGE and refusal.size is not None:
+        return f"file is {refusal.size} bytes, over the {max_bytes}-byte limit"
+    if refusal.reason == TOO_LARGE:
+        return f"file is over the {max_bytes}-byte limit"
+    return f"cannot be read: {refusal.strerror}"
 
 
 class Spool:
@@ -91,34 +110,9 @@ class Spool:
         """The bytes of ``new/<name>``; FileRejected when it is a symlink, not a regular file, or too big."""
         path = self.folder("new") / name
         try:
-            # O_NOFOLLOW: a symlink fails with ELOOP instead of being followed; O_NONBLOCK: a FIFO does
-            # not hang the drain waiting for a writer.
-            descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError as error:
-            if error.errno == errno.ELOOP or os.path.islink(path):
-                raise FileRejected("is a symlink (never followed out of the queue)") from None
-            raise FileRejected(f"cannot be read: {error.strerror}") from None
-        try:
-            info = os.fstat(descriptor)
-            if not stat.S_ISREG(info.st_mode):
-                raise FileRejected("is not a regular file")
-            if info.st_size > max_bytes:
-                raise FileRejected(f"file is {info.st_size} bytes, over the {max_bytes}-byte limit")
-            chunks, remaining = (
-                [],
-                max_bytes + 1,
-            )  # one byte more tells a file that grew past the cap
-            while remaining > 0:
-                chunk = os.read(descriptor, min(remaining, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            data = b"".join(chunks)
-        finally:
-            os.close(descriptor)
-        if len(data) > max_bytes:
-            raise FileRejected(f"file is over the {max_bytes}-byte limit")
+            data, _ = read_capped(path, max_bytes)
+        except ReadRefused as refusal:
+            raise FileRejected(_rejection(refusal, max_bytes)) from None
         return data
 
     @staticmethod

@@ -9,7 +9,7 @@ import typer
 from mnemo_ops.checkpoints import catalog
 from mnemo_ops.checkpoints.restore import restore_checkpoint
 from mnemo_ops.checkpoints.verify import verify_checkpoint
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.core.progress import ProgressReporter
 
 
@@ -23,11 +23,11 @@ def _size(size: int) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add the ``backup`` command group."""
-    backup_app = typer.Typer(
-        help="Checkpoints: list, verify, restore. Make one with: mnemo-ops run backup",
-        no_args_is_help=True,
+    backup_app = command_group(
+        app,
+        "backup",
+        "Checkpoints: list, verify, restore. Make one with: mnemo-ops run backup",
     )
-    app.add_typer(backup_app, name="backup")
 
     @backup_app.command(
         "list",

@@ -88,6 +88,19 @@ def fail(error: MnemoOpsError) -> None:
     raise typer.Exit(error.exit_code)
 
 
+def command_group(
+    parent: typer.Typer, name: str, help_text: str, *, plain_help: bool = False
+) -> typer.Typer:
+    """A ``NAME`` command group added to `parent`; called without a command it prints its help.
+
+    `plain_help` renders the group's help as plain text, as the top-level app does (no rich markup).
+    """
+    markup = {"rich_markup_mode": None} if plain_help else {}
+    group = typer.Typer(help=help_text, no_args_is_help=True, **markup)
+    parent.add_typer(group, name=name)
+    return group
+
+
 def handle_errors(function: Callable) -> Callable:
     """Decorator for commands: expected failures become one line and their exit code."""
 

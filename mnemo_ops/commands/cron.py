@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import crontab
 from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
@@ -26,11 +26,11 @@ def _rendered(command: list[str], with_paths: bool) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add the ``cron`` command group."""
-    cron_app = typer.Typer(
-        help="The crontab rendered from jobs/*.yaml: render, install, uninstall.",
-        no_args_is_help=True,
+    cron_app = command_group(
+        app,
+        "cron",
+        "The crontab rendered from jobs/*.yaml: render, install, uninstall.",
     )
-    app.add_typer(cron_app, name="cron")
 
     @cron_app.command(
         "render",

@@ -18,7 +18,7 @@ from mnemo_ops.foundation.exit_codes import FAILED, OK
 from mnemo_ops.foundation.resources import resource_dir
 from mnemo_ops.jobs import implemented_jobs, run_job
 from mnemo_ops.samples.sample_database import SampleLayout, build_sample
-from mnemo_ops.selfcare import report
+from mnemo_ops.selfcare import report, report_render
 from mnemo_ops.settings import load_settings
 
 DEMO_ORDER = (
@@ -92,7 +92,7 @@ def _report_text(layout: SampleLayout) -> str:
     settings = load_settings(
         db=layout.db_path, state_dir=layout.state_dir, environ=layout.environ()
     )
-    return report.render(report.build_report(settings), "text")
+    return report_render.render(report.build_report(settings), "text")
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.commands.render import render_result
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.jobs import run_job
@@ -130,18 +130,18 @@ def _finish(result: JobResult) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command group."""
-    group = typer.Typer(
-        help="Retrieval eval: run a suite against recall, write baselines, compare results, import benchmarks.\n\n"
+    group = command_group(
+        app,
+        "eval",
+        "Retrieval eval: run a suite against recall, write baselines, compare results, import benchmarks.\n\n"
         "Example: mnemo-ops eval run --suite fixtures/eval/sample.jsonl --baseline baseline.json",
-        no_args_is_help=True,
     )
-    imports = typer.Typer(
-        help="Build a Mnemosyne database and a suite from a long-term-memory benchmark.\n\n"
+    imports = command_group(
+        group,
+        "import",
+        "Build a Mnemosyne database and a suite from a long-term-memory benchmark.\n\n"
         "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl",
-        no_args_is_help=True,
     )
-    group.add_typer(imports, name="import")
-    app.add_typer(group, name="eval")
 
     suite_option = typer.Option(
         None,
@@ -322,37 +322,33 @@ def register(app: typer.Typer) -> None:
         None, "--limit", help="Import only the first N conversations / questions.", min=1
     )
 
-    @imports.command(
-        "locomo",
-        help=(
+    import_help = {
+        "locomo": (
             "Import LoCoMo: each dialogue turn is stored through Mnemosyne (one session per LoCoMo session); each "
             "question becomes a case whose relevant ids are the turns named by its evidence. Adversarial questions "
             "(category 5) have no evidence and are skipped.\n\n"
             "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl"
         ),
-    )
-    @handle_errors
-    def import_locomo(
-        file: str = typer.Argument(..., metavar="FILE"),
-        db: str = db_option,
-        suite: str = out_suite_option,
-        limit: int = limit_option,
-    ) -> None:
-        _import("locomo", file, db, suite, limit)
-
-    @imports.command(
-        "longmemeval",
-        help=(
+        "longmemeval": (
             "Import LongMemEval: each haystack session is stored once through Mnemosyne; each question becomes a case "
             "whose relevant ids are the has_answer turns of its answer sessions.\n\n"
             "Example: mnemo-ops eval import longmemeval longmemeval_s.json --db lme.db --suite lme.jsonl"
         ),
-    )
-    @handle_errors
-    def import_longmemeval(
-        file: str = typer.Argument(..., metavar="FILE"),
-        db: str = db_option,
-        suite: str = out_suite_option,
-        limit: int = limit_option,
-    ) -> None:
-        _import("longmemeval", file, db, suite, limit)
+    }
+
+    def register_import(benchmark: str) -> None:
+        """``eval import <benchmark>``: every importer takes the same arguments."""
+
+        @imports.command(benchmark, help=import_help[benchmark])
+        @handle_errors
+        def import_command(
+            file: str = typer.Argument(..., metavar="FILE"),
+            db: str = db_option,
+            suite: str = out_suite_option,
+            limit: int = limit_option,
+        ) -> None:
+            """Import `benchmark` from FILE into a new database and suite."""
+            _import(benchmark, file, db, suite, limit)
+
+    for benchmark in import_help:
+        register_import(benchmark)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from mnemo_ops import database
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.core import state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.results import JobResult
@@ -18,13 +18,13 @@ PREVIEW_CHARS = 80
 
 def register(app: typer.Typer) -> None:
     """Add the ``forgotten`` command group."""
-    group = typer.Typer(
-        help="Memories the sleep stages archived (forgetting) or closed (a proven contradiction), "
+    group = command_group(
+        app,
+        "forgotten",
+        "Memories the sleep stages archived (forgetting) or closed (a proven contradiction), "
         "and restoring them.\n\nExample: mnemo-ops forgotten list",
-        no_args_is_help=True,
-        rich_markup_mode=None,
+        plain_help=True,
     )
-    app.add_typer(group, name="forgotten")
 
     @group.command(
         "list",

@@ -8,11 +8,23 @@ from collections import Counter
 import typer
 from rich.table import Table
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.foundation.clock import local_now
 from mnemo_ops.foundation.errors import UsageError
-from mnemo_ops.scheduling import hermes_cron
+from mnemo_ops.scheduling.hermes.config import hermes_timezone
+from mnemo_ops.scheduling.hermes.entries import HERMES_DEFAULT_DELIVER, NAME_PREFIX
+from mnemo_ops.scheduling.hermes.install import (
+    HermesPlan,
+    InstallRequest,
+    apply_install,
+    apply_uninstall,
+    plan_install,
+    plan_uninstall,
+)
+from mnemo_ops.scheduling.hermes.install import status as hermes_status
+from mnemo_ops.scheduling.hermes.paths import HermesPaths, script_reference
+from mnemo_ops.scheduling.hermes.scripts import render_script
 from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
 from mnemo_ops.settings import JOB_NAMES
 
@@ -22,7 +34,7 @@ EXIT_CODES = (
 )
 
 
-def _request(deliver: str | None, wait: float | None) -> hermes_cron.InstallRequest:
+def _request(deliver: str | None, wait: float | None) -> InstallRequest:
     settings = CURRENT.settings
     deliver = deliver if deliver is not None else settings.scheduling.hermes.deliver
     if deliver is not None and (not deliver or any(character.isspace() for character in deliver)):
@@ -34,8 +46,8 @@ def _request(deliver: str | None, wait: float | None) -> hermes_cron.InstallRequ
         for name, manifest in effective_manifests(settings).items()
         if manifest.implemented
     }
-    zone = hermes_cron.hermes_timezone(settings.hermes_home, dict(os.environ))
-    return hermes_cron.InstallRequest(
+    zone = hermes_timezone(settings.hermes_home, dict(os.environ))
+    return InstallRequest(
         manifests=manifests,
         command=[*installed_command(), *path_arguments(settings)],
         deliver=deliver,
@@ -48,11 +60,11 @@ def _request(deliver: str | None, wait: float | None) -> hermes_cron.InstallRequ
     )
 
 
-def _paths() -> hermes_cron.HermesPaths:
-    return hermes_cron.HermesPaths(CURRENT.settings.hermes_home)
+def _paths() -> HermesPaths:
+    return HermesPaths(CURRENT.settings.hermes_home)
 
 
-def _print_plan(console, plan: hermes_cron.HermesPlan, action: str) -> None:
+def _print_plan(console, plan: HermesPlan, action: str) -> None:
     for warning in plan.warnings:
         CURRENT.err_console.print(f"mnemo-ops: warning: {warning}", markup=False)
     if not plan.changed:
@@ -80,14 +92,12 @@ def _print_plan(console, plan: hermes_cron.HermesPlan, action: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``hermes`` command group."""
-    hermes_app = typer.Typer(
-        help=(
-            "The jobs as Hermes' own script-only cron jobs ($HERMES_HOME/cron/jobs.json and one "
-            "script each in $HERMES_HOME/scripts/mnemo-ops/): render, install, uninstall, status."
-        ),
-        no_args_is_help=True,
+    hermes_app = command_group(
+        app,
+        "hermes",
+        "The jobs as Hermes' own script-only cron jobs ($HERMES_HOME/cron/jobs.json and one "
+        "script each in $HERMES_HOME/scripts/mnemo-ops/): render, install, uninstall, status.",
     )
-    app.add_typer(hermes_app, name="hermes")
 
     deliver_option = typer.Option(
         None,
@@ -116,7 +126,7 @@ def register(app: typer.Typer) -> None:
         request = _request(deliver, 0)
         paths = _paths()
         scripts = {
-            str(paths.script_path(job)): hermes_cron.render_script(
+            str(paths.script_path(job)): render_script(
                 job, request.command, request.report_since, request.job_flags
             )
             for job in request.manifests
@@ -124,11 +134,11 @@ def register(app: typer.Typer) -> None:
         entries = [
             {
                 "job": job,
-                "name": f"{hermes_cron.NAME_PREFIX}{job}",
-                "script": hermes_cron.script_reference(job),
+                "name": f"{NAME_PREFIX}{job}",
+                "script": script_reference(job),
                 "no_agent": True,
                 "schedule": {"kind": "cron", "expr": manifest.schedule},
-                "deliver": request.deliver or hermes_cron.HERMES_DEFAULT_DELIVER,
+                "deliver": request.deliver or HERMES_DEFAULT_DELIVER,
                 "enabled": job not in request.disabled,
             }
             for job, manifest in request.manifests.items()
@@ -163,9 +173,9 @@ def register(app: typer.Typer) -> None:
         request = _request(deliver, wait)
         paths = _paths()
         if dry_run:
-            plan = hermes_cron.plan_install(paths, request)
+            plan = plan_install(paths, request)
         else:
-            plan = hermes_cron.apply_install(paths, request)
+            plan = apply_install(paths, request)
         emit(plan.to_dict(), lambda console: _print_plan(console, plan, "install"))
 
     @hermes_app.command(
@@ -178,10 +188,10 @@ def register(app: typer.Typer) -> None:
         settings = CURRENT.settings
         paths = _paths()
         if dry_run:
-            plan = hermes_cron.plan_uninstall(paths)
+            plan = plan_uninstall(paths)
         else:
             lock_wait = settings.scheduling.hermes.lock_wait_seconds
-            plan = hermes_cron.apply_uninstall(paths, lock_wait if wait is None else wait)
+            plan = apply_uninstall(paths, lock_wait if wait is None else wait)
         emit(plan.to_dict(), lambda console: _print_plan(console, plan, "uninstall"))
 
     @hermes_app.command(
@@ -192,7 +202,7 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def status_command() -> None:
-        data = hermes_cron.status(_paths(), _request(None, 0))
+        data = hermes_status(_paths(), _request(None, 0))
 
         def text(console) -> None:
             table = Table(title=f"Hermes cron ({data['jobs_file']})")

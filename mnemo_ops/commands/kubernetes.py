@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import kubernetes
 from mnemo_ops.scheduling.invocation import scheduled_flags
@@ -13,10 +13,11 @@ from mnemo_ops.settings import JOB_NAMES
 
 def register(app: typer.Typer) -> None:
     """Add the ``kubernetes`` command group."""
-    kubernetes_app = typer.Typer(
-        help="The jobs as Kubernetes CronJobs, one set per agent volume.", no_args_is_help=True
+    kubernetes_app = command_group(
+        app,
+        "kubernetes",
+        "The jobs as Kubernetes CronJobs, one set per agent volume.",
     )
-    app.add_typer(kubernetes_app, name="kubernetes")
 
     @kubernetes_app.command(
         "render",

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.selfcare import quarantine
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``quarantine`` command group."""
-    group = typer.Typer(
-        help="Files staged instead of deleted (by nightly-selfcare): list, restore.\n\n"
+    group = command_group(
+        app,
+        "quarantine",
+        "Files staged instead of deleted (by nightly-selfcare): list, restore.\n\n"
         "Example: mnemo-ops quarantine list",
-        no_args_is_help=True,
-        rich_markup_mode=None,
+        plain_help=True,
     )
-    app.add_typer(group, name="quarantine")
 
     @group.command(
         "list",

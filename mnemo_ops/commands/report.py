@@ -10,6 +10,7 @@ import typer
 from mnemo_ops.commands.common import CURRENT, handle_errors
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.selfcare import report as morning_report
+from mnemo_ops.selfcare import report_render
 
 
 def register(app: typer.Typer) -> None:
@@ -41,14 +42,14 @@ def register(app: typer.Typer) -> None:
             False, "--no-write", help="Do not write reports/YYYY-MM-DD.md."
         ),
     ) -> None:
-        if output_format not in morning_report.FORMATS:
+        if output_format not in report_render.FORMATS:
             raise UsageError(
-                f"--format must be one of {', '.join(morning_report.FORMATS)}, got {output_format!r}"
+                f"--format must be one of {', '.join(report_render.FORMATS)}, got {output_format!r}"
             )
         period = morning_report.parse_period(since)
         settings = CURRENT.settings
         built = morning_report.build_report(settings, since=period)
-        written = None if no_write else morning_report.write_report_file(settings, built)
+        written = None if no_write else report_render.write_report_file(settings, built)
         if quiet_if_ok and not built.needs_attention:
             raise typer.Exit(built.exit_code)
         if CURRENT.json:
@@ -56,6 +57,6 @@ def register(app: typer.Typer) -> None:
             data["written"] = str(written) if written else None
             sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         elif CURRENT.verbosity >= 0 or built.needs_attention:
-            sys.stdout.write(morning_report.render(built, output_format))
+            sys.stdout.write(report_render.render(built, output_format))
         sys.stdout.flush()
         raise typer.Exit(built.exit_code)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from mnemo_ops import database
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.consolidation import summary_repair
 from mnemo_ops.core import state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
@@ -13,13 +13,13 @@ from mnemo_ops.core.lock import WriterLock, lock_path_for
 
 def register(app: typer.Typer) -> None:
     """Add the ``summaries`` command group."""
-    group = typer.Typer(
-        help="Episodic summaries evening-batch repaired (tier and timestamp), and putting the "
+    group = command_group(
+        app,
+        "summaries",
+        "Episodic summaries evening-batch repaired (tier and timestamp), and putting the "
         "originals back.\n\nExample: mnemo-ops summaries list",
-        no_args_is_help=True,
-        rich_markup_mode=None,
+        plain_help=True,
     )
-    app.add_typer(group, name="summaries")
 
     @group.command(
         "list",

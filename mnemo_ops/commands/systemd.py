@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import systemd
 from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
@@ -65,12 +65,12 @@ def _print_plan(console, plan: systemd.SystemdPlan, action: str) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``systemd`` command group."""
-    systemd_app = typer.Typer(
-        help="The jobs as systemd services and timers (one pair per job, plus a template pair "
+    systemd_app = command_group(
+        app,
+        "systemd",
+        "The jobs as systemd services and timers (one pair per job, plus a template pair "
         "whose instance names a Hermes home): render, install, uninstall.",
-        no_args_is_help=True,
     )
-    app.add_typer(systemd_app, name="systemd")
 
     user_option = typer.Option(
         False, "--user", help="User units (~/.config/systemd/user) instead of system units."

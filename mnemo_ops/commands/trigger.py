@@ -8,7 +8,7 @@ import typer
 
 from mnemo_ops import database
 from mnemo_ops.canonical import trigger
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 
 RULES = (
@@ -57,12 +57,12 @@ def _print_status(console, data: dict[str, Any]) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the ``trigger`` command group."""
-    group = typer.Typer(
-        help="The canonical promotion trigger: install, uninstall, status.\n\n"
+    group = command_group(
+        app,
+        "trigger",
+        "The canonical promotion trigger: install, uninstall, status.\n\n"
         "Example: mnemo-ops trigger install --owner dana",
-        no_args_is_help=True,
     )
-    app.add_typer(group, name="trigger")
 
     @group.command(
         "install",

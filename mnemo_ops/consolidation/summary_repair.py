@@ -28,6 +28,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
+from mnemo_ops.core.state import StateTable
 from mnemo_ops.database import transactions
 from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 
@@ -104,22 +105,21 @@ def plan(connection: apsw.Connection, tier: int) -> list[Repair]:
     return repairs
 
 
-def ensure_table(state_db) -> None:
-    """Create ``summary_repairs`` (never in a dry run)."""
-    state_db[TABLE].create(
-        {
-            "episodic_id": str,
-            "db": str,
-            "tier_before": int,
-            "timestamp_before": str,
-            "tier_after": int,
-            "timestamp_after": str,
-            "repaired_at": str,
-            "reverted_at": str,
-        },
-        pk=("db", "episodic_id"),
-        if_not_exists=True,
-    )
+REPAIRS = StateTable(
+    TABLE,
+    {
+        "episodic_id": str,
+        "db": str,
+        "tier_before": int,
+        "timestamp_before": str,
+        "tier_after": int,
+        "timestamp_after": str,
+        "repaired_at": str,
+        "reverted_at": str,
+    },
+    pk=("db", "episodic_id"),
+)
+"""``summary_repairs``: each summary's tier and timestamp before and after its repair (created only in a real run)."""
 
 
 def apply(connection: apsw.Connection, state_db, db_name: str, repairs: list[Repair]) -> int:
@@ -128,7 +128,7 @@ def apply(connection: apsw.Connection, state_db, db_name: str, repairs: list[Rep
     A summary repaired before keeps its first recorded original (the value Mnemosyne wrote), so a
     revert always goes back to where mnemo-ops started.
     """
-    ensure_table(state_db)
+    REPAIRS.ensure(state_db)
     changed = 0
     for batch in transactions.batched(repairs, BATCH_SIZE):
         stamp = isoformat(utc_now())

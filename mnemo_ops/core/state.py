@@ -5,15 +5,16 @@ no -wal/-shm files in the state dir.
 
 sqlite-utils serves this file (it is ours, not Mnemosyne's). The shared tables (the run ledger) come
 from numbered migrations tracked with ``PRAGMA user_version``. A job that needs tables of its own
-creates them idempotently (``create(..., if_not_exists=True)``) when it opens state.db, so the order
-in which job modules are imported never matters.
+declares them as a `StateTable` and creates them idempotently (`StateTable.ensure`) when it first
+writes them, so the order in which job modules are imported never matters.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -24,30 +25,52 @@ from mnemo_ops.core.results import JobResult
 from mnemo_ops.foundation.clock import isoformat
 
 
-def _migration_runs(db: sqlite_utils.Database) -> None:
-    db["runs"].create(
-        {
-            "id": int,
-            "job": str,
-            "status": str,
-            "dry_run": int,
-            "started_at": str,
-            "finished_at": str,
-            "duration_s": float,
-            "exit_code": int,
-            "db": str,
-            "error": str,
-            "warnings": int,
-            "worst_severity": str,
-            "result_json": str,
-        },
-        pk="id",
-        if_not_exists=True,
-    )
-    db["runs"].create_index(["job", "started_at"], if_not_exists=True)
+@dataclasses.dataclass(frozen=True)
+class StateTable:
+    """One table of state.db, declared where it is used and created idempotently on first use.
+
+    `columns` maps each column to its Python type as sqlite-utils takes it (``str`` -> TEXT, ``int``
+    -> INTEGER, ``float`` -> FLOAT); `indexes` are the column tuples to index, named as sqlite-utils
+    names them (``idx_<table>_<columns>``), so a table created before this declaration is the same.
+    """
+
+    name: str
+    columns: Mapping[str, type]
+    pk: str | tuple[str, ...]
+    indexes: tuple[tuple[str, ...], ...] = ()
+
+    def ensure(self, db: sqlite_utils.Database) -> None:
+        """Create the table and its indexes when missing (idempotent; never call it in a dry run)."""
+        table = db[self.name]
+        table.create(dict(self.columns), pk=self.pk, if_not_exists=True)
+        for columns in self.indexes:
+            table.create_index(list(columns), if_not_exists=True)
 
 
-MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [_migration_runs]
+RUNS = StateTable(
+    "runs",
+    {
+        "id": int,
+        "job": str,
+        "status": str,
+        "dry_run": int,
+        "started_at": str,
+        "finished_at": str,
+        "duration_s": float,
+        "exit_code": int,
+        "db": str,
+        "error": str,
+        "warnings": int,
+        "worst_severity": str,
+        "result_json": str,
+    },
+    pk="id",
+    indexes=(("job", "started_at"),),
+)
+"""The run ledger: one row per run (ok, failed or skipped; never a dry run)."""
+
+
+MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [RUNS.ensure]
 """Append-only: migration N (1-based) brings user_version from N-1 to N."""
 
 

@@ -10,28 +10,29 @@ from typing import Any
 
 import sqlite_utils
 
+from mnemo_ops.core.state import StateTable
+
 TABLE = "eval_history"
 STATUSES = ("ok", "regressed", "no-baseline")
 
 
-def ensure_table(db: sqlite_utils.Database) -> None:
-    """Create ``eval_history`` when it does not exist."""
-    db[TABLE].create(
-        {
-            "id": int,
-            "run_at": str,
-            "suite": str,
-            "suite_sha256": str,
-            "engine": str,
-            "k": int,
-            "metrics_json": str,
-            "regressions": int,
-            "status": str,
-        },
-        pk="id",
-        if_not_exists=True,
-    )
-    db[TABLE].create_index(["run_at"], if_not_exists=True)
+HISTORY = StateTable(
+    TABLE,
+    {
+        "id": int,
+        "run_at": str,
+        "suite": str,
+        "suite_sha256": str,
+        "engine": str,
+        "k": int,
+        "metrics_json": str,
+        "regressions": int,
+        "status": str,
+    },
+    pk="id",
+    indexes=(("run_at",),),
+)
+"""``eval_history``: one row per eval run (created by whoever writes first)."""
 
 
 def record(
@@ -49,7 +50,7 @@ def record(
     """Append one history row; return its id."""
     if status not in STATUSES:
         raise ValueError(f"unknown eval status {status!r}")
-    ensure_table(db)
+    HISTORY.ensure(db)
     with db.conn:
         table = db[TABLE]
         table.insert(

@@ -14,6 +14,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import __version__
+from mnemo_ops.core.state import StateTable
 from mnemo_ops.database.mnemosyne_api import mnemosyne_version
 
 TABLE = "guard_history"
@@ -39,22 +40,21 @@ def fingerprint(job: str, options: dict[str, Any], connection: apsw.Connection) 
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def ensure_table(state_db) -> None:
-    """Create ``guard_history`` (never in a dry run)."""
-    state_db[TABLE].create(
-        {
-            "id": int,
-            "job": str,
-            "run_at": str,
-            "verdict": str,
-            "fingerprint": str,
-            "profile": str,
-            "figures_json": str,
-        },
-        pk="id",
-        if_not_exists=True,
-    )
-    state_db[TABLE].create_index(["job", "run_at"], if_not_exists=True)
+HISTORY = StateTable(
+    TABLE,
+    {
+        "id": int,
+        "job": str,
+        "run_at": str,
+        "verdict": str,
+        "fingerprint": str,
+        "profile": str,
+        "figures_json": str,
+    },
+    pk="id",
+    indexes=(("job", "run_at"),),
+)
+"""``guard_history``: one row per guarded run that was decided (created only in a real run)."""
 
 
 def record(
@@ -67,7 +67,7 @@ def record(
     figures: dict[str, Any],
 ) -> None:
     """Append one decision."""
-    ensure_table(state_db)
+    HISTORY.ensure(state_db)
     with state_db.conn:
         state_db[TABLE].insert(
             {

@@ -27,6 +27,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
+from mnemo_ops.core.state import StateTable
 from mnemo_ops.database.fts_query import Vocabulary, salient_terms, tokens
 from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 
@@ -229,20 +230,19 @@ def select(
     return probes, added
 
 
-def ensure_table(state_db) -> None:
-    """Create ``guard_probes`` (state.db; never in a dry run)."""
-    state_db[TABLE].create(
-        {
-            "memory_id": str,
-            "session_id": str,
-            "source": str,
-            "query_terms": str,
-            "answer_terms": str,
-            "created_at": str,
-        },
-        pk="memory_id",
-        if_not_exists=True,
-    )
+PROBES = StateTable(
+    TABLE,
+    {
+        "memory_id": str,
+        "session_id": str,
+        "source": str,
+        "query_terms": str,
+        "answer_terms": str,
+        "created_at": str,
+    },
+    pk="memory_id",
+)
+"""``guard_probes`` in state.db: the probe set (created only in a real run)."""
 
 
 def stored(state_db) -> list[Probe]:
@@ -271,7 +271,7 @@ def refresh(connection: apsw.Connection, state_db, size: int) -> Refresh:
     kept_ids = {probe.memory_id for probe in probes}
     retired = [probe.memory_id for probe in existing if probe.memory_id not in kept_ids]
     if state_db is not None and (added or retired):
-        ensure_table(state_db)
+        PROBES.ensure(state_db)
         created = isoformat(utc_now())
         with state_db.conn:
             for memory_id in retired:

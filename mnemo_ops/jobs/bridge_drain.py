@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from mnemo_ops.bridge.drain import REJECTION_WARNINGS_SHOWN, Drain
 from mnemo_ops.bridge.ingest import (
+    KEYS,
     Ingestor,
-    create_keys_table,
     keys_in_database,
     merged_keys_in_state,
     open_ingest_connection,
@@ -55,7 +55,7 @@ def run(ctx: JobContext) -> JobResult:
         )
         if not ctx.dry_run:
             spool.ensure()
-            create_keys_table(state_db)
+            KEYS.ensure(state_db)
             drain.state_db = state_db
             schema_gaps = live_schema_gaps(connection)
             # apsw bundles its own SQLite; Mnemosyne uses Python's sqlite3 (the system one). Two SQLite

@@ -18,7 +18,7 @@ from mnemo_ops.foundation.errors import DatabaseError
 from mnemo_ops.memory_blocks import entry_history
 from mnemo_ops.memory_blocks.blocks import BLOCK_NAMES, Block, read_block
 from mnemo_ops.memory_blocks.limits import block_limits
-from mnemo_ops.selfcare import quarantine, report, row_count_history
+from mnemo_ops.selfcare import quarantine, report, report_render, row_count_history
 from mnemo_ops.selfcare.audits import AUDIT_MODULES, run_audit
 
 
@@ -123,7 +123,7 @@ def _write_report(ctx: JobContext) -> None:
     ctx.count("reports_written", 1)
     if ctx.dry_run:
         return
-    path = report.write_report_file(ctx.settings, built)
+    path = report_render.write_report_file(ctx.settings, built)
     ctx.result.stats["report"]["path"] = str(path)
 
 

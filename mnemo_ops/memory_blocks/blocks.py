@@ -13,11 +13,18 @@ written, so it is reported and left alone.
 from __future__ import annotations
 
 import dataclasses
-import errno
 import hashlib
 import os
 import stat
 from pathlib import Path
+
+from mnemo_ops.foundation.capped_read import (
+    NOT_A_FILE,
+    SYMLINK,
+    TOO_LARGE,
+    ReadRefused,
+    read_capped,
+)
 
 ENTRY_DELIMITER = "\n§\n"
 MEMORY_BLOCK = "MEMORY.md"
@@ -109,28 +116,9 @@ def read_block(path: Path, limit: int) -> Block | BlockProblem | None:
         return BlockProblem(name, path, "not-a-file", f"{path} is not a regular file")
     cap = OVERSIZE_FACTOR * limit * MAX_UTF8_BYTES_PER_CHARACTER
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as error:
-        if error.errno == errno.ELOOP:  # replaced by a symlink since the lstat
-            return BlockProblem(name, path, "symlink", f"{path} is a symlink; not followed")
-        return BlockProblem(name, path, "unreadable", f"cannot read {path}: {error.strerror}")
-    try:
-        opened = os.fstat(descriptor)
-        if opened.st_size > cap:
-            return _oversize(name, path, limit, f"{opened.st_size:,} bytes")
-        chunks = []
-        remaining = cap + 1
-        while remaining > 0:
-            chunk = os.read(descriptor, min(remaining, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        data = b"".join(chunks)
-    finally:
-        os.close(descriptor)
-    if len(data) > cap:  # grew while we read it
-        return _oversize(name, path, limit, f"over {cap:,} bytes")
+        data, opened = read_capped(path, cap)
+    except ReadRefused as refusal:
+        return _refused(name, path, limit, cap, refusal)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -155,6 +143,19 @@ def read_block(path: Path, limit: int) -> Block | BlockProblem | None:
         mtime=opened.st_mtime,
         inode=opened.st_ino,
     )
+
+
+def _refused(name: str, path: Path, limit: int, cap: int, refusal: ReadRefused) -> BlockProblem:
+    """The problem of a block `read_capped` did not read (too large, or changed since the lstat)."""
+    if refusal.reason == SYMLINK:
+        return BlockProblem(name, path, "symlink", f"{path} is a symlink; not followed")
+    if refusal.reason == NOT_A_FILE:
+        return BlockProblem(name, path, "not-a-file", f"{path} is not a regular file")
+    if refusal.reason == TOO_LARGE and refusal.size is not None:
+        return _oversize(name, path, limit, f"{refusal.size:,} bytes")
+    if refusal.reason == TOO_LARGE:  # grew while we read it
+        return _oversize(name, path, limit, f"over {cap:,} bytes")
+    return BlockProblem(name, path, "unreadable", f"cannot read {path}: {refusal.strerror}")
 
 
 def _oversize(name: str, path: Path, limit: int, size: str) -> BlockProblem:

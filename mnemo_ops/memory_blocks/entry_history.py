@@ -17,32 +17,32 @@ from __future__ import annotations
 
 from typing import Any
 
+from mnemo_ops.core.state import StateTable
 from mnemo_ops.memory_blocks.blocks import entry_key, preview
 
 TABLE = "memory_block_entries"
 IN_FILE, STORED, MOVED, NOT_RECALLED = "in-file", "stored", "moved", "not-recalled"
 
 
-def ensure_table(state_db) -> None:
-    """Create the table (never in a dry run)."""
-    state_db[TABLE].create(
-        {
-            "block": str,
-            "entry_key": str,
-            "chars": int,
-            "preview": str,
-            "first_seen": str,
-            "last_seen": str,
-            "status": str,
-            "memory_id": str,
-            "stored_at": str,
-            "moved_at": str,
-            "note": str,
-        },
-        pk=("block", "entry_key"),
-        if_not_exists=True,
-    )
-    state_db[TABLE].create_index(["status", "moved_at"], if_not_exists=True)
+ENTRIES = StateTable(
+    TABLE,
+    {
+        "block": str,
+        "entry_key": str,
+        "chars": int,
+        "preview": str,
+        "first_seen": str,
+        "last_seen": str,
+        "status": str,
+        "memory_id": str,
+        "stored_at": str,
+        "moved_at": str,
+        "note": str,
+    },
+    pk=("block", "entry_key"),
+    indexes=(("status", "moved_at"),),
+)
+"""``memory_block_entries``: one row per (block, entry key) (created only in a real run)."""
 
 
 def rows(state_db, block: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
@@ -69,7 +69,7 @@ def unseen(state_db, block: str, entries: list[str]) -> list[str]:
 
 def record_seen(state_db, block: str, entries: list[str], now: str) -> int:
     """Record that `entries` are in `block` now; return how many were new. Writes state.db."""
-    ensure_table(state_db)
+    ENTRIES.ensure(state_db)
     fresh = {entry_key(block, entry) for entry in unseen(state_db, block, entries)}
     with state_db.conn:
         for entry in entries:
@@ -90,7 +90,7 @@ def record_seen(state_db, block: str, entries: list[str], now: str) -> int:
 
 def update(state_db, block: str, entry: str, now: str, **fields: Any) -> None:
     """Set `fields` on the row of `entry` (creating it, first seen `now`, when it has none)."""
-    ensure_table(state_db)
+    ENTRIES.ensure(state_db)
     key = entry_key(block, entry)
     with state_db.conn:
         state_db.execute(

@@ -15,6 +15,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any
 
+from mnemo_ops.core.state import StateTable
 from mnemo_ops.foundation.clock import isoformat, local_now, utc_now
 
 USAGE_TABLE = "model_usage"
@@ -38,25 +39,33 @@ def used_tonight(state_db, night: str) -> tuple[int, float]:
     return int(row[0]), float(row[1])
 
 
+USAGE = StateTable(
+    USAGE_TABLE,
+    {
+        "night": str,
+        "model": str,
+        "job": str,
+        "calls": int,
+        "seconds": float,
+        "updated_at": str,
+    },
+    pk=("night", "model", "job"),
+)
+"""Calls and seconds per night, model and job: the nightly budget."""
+
+
+ANSWERS = StateTable(
+    ANSWERS_TABLE,
+    {"key": str, "model": str, "task": str, "answer": str, "created_at": str},
+    pk="key",
+)
+"""Kept answers by request key, so a repeated request costs no second call."""
+
+
 def create_tables(state_db) -> None:
     """Create the layer's tables (real runs only: dry runs never write state.db)."""
-    state_db[USAGE_TABLE].create(
-        {
-            "night": str,
-            "model": str,
-            "job": str,
-            "calls": int,
-            "seconds": float,
-            "updated_at": str,
-        },
-        pk=("night", "model", "job"),
-        if_not_exists=True,
-    )
-    state_db[ANSWERS_TABLE].create(
-        {"key": str, "model": str, "task": str, "answer": str, "created_at": str},
-        pk="key",
-        if_not_exists=True,
-    )
+    for table in (USAGE, ANSWERS):
+        table.ensure(state_db)
 
 
 def record_call(state_db, night: str, model: str, job: str, seconds: float) -> None:

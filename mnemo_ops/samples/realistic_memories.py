@@ -42,12 +42,16 @@ import hashlib
 import itertools
 import json
 import math
+import os
 import random
-import sqlite3
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+
+from mnemo_ops.samples.memory_rows import Batch, append_rows
 
 USER_NAME = "dana"
 ZIPF_EXPONENT = 1.05
@@ -228,26 +232,23 @@ def add_realistic_memories(
     Sessions are a day apart and the last one ends about `end` (default now), so the history is as
     old as a long-lived agent's. As Mnemosyne's auto-sleep leaves such a history, rows older than
     `consolidated_days` are stamped ``consolidated_at`` (None: none are), and one episodic summary
-    is added per `episodic_every` rows (a few turns of the session joined). Written through Python's
-    sqlite3, the library Mnemosyne uses (run it where no apsw connection to the file is open).
-    Returns the counts written.
+    is added per `episodic_every` rows (a few turns of the session joined). Written by
+    ``memory_rows.append_rows`` (Python's sqlite3: run it where no apsw connection to the file is
+    open), `batch` rows a transaction. Returns the counts written.
     """
     end = end or datetime.now()
     start = end - timedelta(days=count / MEAN_TURNS + 1)
     cutoff = end - timedelta(days=consolidated_days) if consolidated_days is not None else None
     generator = RealisticText(seed, expected_rows=count)
-    connection = sqlite3.connect(db_path)
-    working = episodic = 0
-    recent: list[str] = []
-    try:
+
+    def batches() -> Iterator[Batch]:
+        """The rows, `batch` at a time, each with the summaries of its stretch of sessions."""
         rows = generator.sessions(count)
-        while True:
-            chunk = list(itertools.islice(rows, batch))
-            if not chunk:
-                break
+        number = 0
+        recent: list[str] = []
+        while chunk := list(itertools.islice(rows, batch)):
             memories, summaries = [], []
             for row in chunk:
-                number = working + len(memories)
                 row_id = hashlib.sha256(f"{seed}:{number}:{row.content}".encode()).hexdigest()[:16]
                 moment = min(
                     end, start + timedelta(days=row.session_number, seconds=30 * row.position)
@@ -286,24 +287,10 @@ def add_realistic_memories(
                             row_id,
                         )
                     )
-            with connection:
-                connection.executemany(
-                    "INSERT INTO working_memory (id, content, source, timestamp, session_id, "
-                    "importance, metadata_json, veracity, memory_type, consolidated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    memories,
-                )
-                connection.executemany(
-                    "INSERT INTO episodic_memory (id, content, source, timestamp, session_id, "
-                    "importance, metadata_json, summary_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    summaries,
-                )
-            working += len(memories)
-            episodic += len(summaries)
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        connection.close()
-    return {"working": working, "episodic": episodic}
+                number += 1
+            yield memories, summaries
+
+    return append_rows(db_path, batches())
 
 
 # --- The document-frequency profile -------------------------------------------------------------
@@ -389,3 +376,32 @@ def build_realistic_sample(directory: Path, rows: int, seed: int = 7):
     layout = build_sample(directory)
     add_realistic_memories(layout.db_path, rows, seed=seed)
     return layout
+
+
+def cached_realistic_home(directory: Path, rows: int, name: str | None = None):
+    """The realistic home of `rows` rows in ``directory/name`` (default ``realistic-<rows>``), built
+    once and reused while its database exists (the benchmarks share it); returns its layout.
+
+    Built by `build_realistic_sample` in a child process, so the caller's process never has the
+    generator's memory nor a sqlite3 connection to the file (it may then open apsw on it).
+    """
+    from mnemo_ops.samples.sample_database import SampleLayout
+
+    layout = SampleLayout(Path(directory) / (name or f"realistic-{rows}"))
+    if not layout.db_path.exists():
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mnemo_ops.samples.realistic_memories",
+                str(layout.directory),
+                str(rows),
+            ],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+    return layout
+
+
+if __name__ == "__main__":
+    build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import random
-import sqlite3
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
+
+from mnemo_ops.samples.memory_rows import Batch, append_rows
 
 _FILLER = [
     "the",
@@ -134,9 +136,9 @@ def add_synthetic_memories(
     rng = random.Random(seed)
     topics = topic_words(max(1, count // rows_per_topic), seed)
     start = datetime(2026, 1, 1)
-    connection = sqlite3.connect(db_path)
-    working = episodic = 0
-    try:
+
+    def batches() -> Iterator[Batch]:
+        """The rows, `batch` at a time, each with its episodic summaries."""
         for offset in range(0, count, batch):
             rows, summaries = [], []
             for number in range(offset, min(count, offset + batch)):
@@ -155,6 +157,7 @@ def add_synthetic_memories(
                         "{}",
                         "stated" if stated else "unknown",
                         "fact",
+                        None,  # never consolidated
                     )
                 )
                 if episodic_every and number % episodic_every == 0:
@@ -170,20 +173,6 @@ def add_synthetic_memories(
                             row_id,
                         )
                     )
-            with connection:
-                connection.executemany(
-                    "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance, "
-                    "metadata_json, veracity, memory_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    rows,
-                )
-                connection.executemany(
-                    "INSERT INTO episodic_memory (id, content, source, timestamp, session_id, importance, "
-                    "metadata_json, summary_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    summaries,
-                )
-            working += len(rows)
-            episodic += len(summaries)
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        connection.close()
-    return {"working": working, "episodic": episodic}
+            yield rows, summaries
+
+    return append_rows(db_path, batches())

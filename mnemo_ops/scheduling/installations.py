@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.foundation.errors import MnemoOpsError
-from mnemo_ops.scheduling import crontab, hermes_cron, systemd
+from mnemo_ops.scheduling import crontab, systemd
+from mnemo_ops.scheduling.hermes.install import installed_entries
+from mnemo_ops.scheduling.hermes.paths import HermesPaths
+from mnemo_ops.scheduling.hermes.scripts import script_command
 from mnemo_ops.scheduling.invocation import database_of, is_mnemo_ops, job_of
 from mnemo_ops.settings import Settings, mnemosyne_default_db
 
@@ -83,14 +86,14 @@ def from_crontab(environ: dict[str, str]) -> list[Installation]:
 
 def from_hermes(settings: Settings) -> list[Installation]:
     """Our entries in this Hermes home's cron (active unless paused)."""
-    paths = hermes_cron.HermesPaths(settings.hermes_home)
+    paths = HermesPaths(settings.hermes_home)
     try:
-        entries = hermes_cron.installed_entries(paths)
+        entries = installed_entries(paths)
     except MnemoOpsError:
         return []
     found = []
     for job, entry in entries.items():
-        arguments = hermes_cron.script_command(paths, job)
+        arguments = script_command(paths, job)
         database = (
             _database(arguments, {"HERMES_HOME": str(settings.hermes_home)}) if arguments else None
         )

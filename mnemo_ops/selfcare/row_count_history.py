@@ -11,16 +11,17 @@ from typing import Any
 
 import sqlite_utils
 
+from mnemo_ops.core.state import StateTable
+
 TABLE = "row_count_history"
 
 
-def ensure_table(db: sqlite_utils.Database) -> None:
-    """Create the table when it does not exist yet (never in a dry run: the caller decides)."""
-    db[TABLE].create(
-        {"day": str, "table_name": str, "row_count": int, "recorded_at": str},
-        pk=("day", "table_name"),
-        if_not_exists=True,
-    )
+HISTORY = StateTable(
+    TABLE,
+    {"day": str, "table_name": str, "row_count": int, "recorded_at": str},
+    pk=("day", "table_name"),
+)
+"""One row per day and table; created only in a real run (the caller decides)."""
 
 
 def stored_counts(db: sqlite_utils.Database | None, day: date) -> dict[str, int]:
@@ -49,7 +50,7 @@ def changed_counts(
 
 def record(db: sqlite_utils.Database, day: date, counts: dict[str, int], recorded_at: str) -> None:
     """Upsert the given counts for `day` in one transaction."""
-    ensure_table(db)
+    HISTORY.ensure(db)
     with db.conn:
         db[TABLE].upsert_all(
             [

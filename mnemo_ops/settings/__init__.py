@@ -110,6 +110,19 @@ def default_config_file(environ: dict[str, str]) -> Path:
     return (Path(home) if home else Path.home()) / ".config" / "mnemo-ops" / "config.yaml"
 
 
+class StatePath:
+    """A path inside the state dir, read as an attribute of Settings (``settings.queue_dir``)."""
+
+    def __init__(self, name: str, doc: str):
+        self.name = name
+        self.__doc__ = doc
+
+    def __get__(self, settings: Settings | None, owner: type) -> Any:
+        if settings is None:
+            return self
+        return settings.state_dir / self.name
+
+
 @dataclasses.dataclass(frozen=True)
 class Settings:
     """Everything a command needs to know about where things are and how jobs are configured.
@@ -243,30 +256,13 @@ class Settings:
         """``scheduling``."""
         return self.config.scheduling
 
-    @property
-    def state_db_path(self) -> Path:
-        """Our own SQLite file: the run ledger and every job's state."""
-        return self.state_dir / "state.db"
-
-    @property
-    def backups_dir(self) -> Path:
-        """Where checkpoints are written."""
-        return self.state_dir / "backups"
-
-    @property
-    def queue_dir(self) -> Path:
-        """The bridge spool (Maildir layout)."""
-        return self.state_dir / "queue"
-
-    @property
-    def reports_dir(self) -> Path:
-        """Where reports and maps are rendered."""
-        return self.state_dir / "reports"
-
-    @property
-    def quarantine_dir(self) -> Path:
-        """Where staged files go instead of being deleted."""
-        return self.state_dir / "quarantine"
+    state_db_path = StatePath(
+        "state.db", "Our own SQLite file: the run ledger and every job's state."
+    )
+    backups_dir = StatePath("backups", "Where checkpoints are written.")
+    queue_dir = StatePath("queue", "The bridge spool (Maildir layout).")
+    reports_dir = StatePath("reports", "Where reports and maps are rendered.")
+    quarantine_dir = StatePath("quarantine", "Where staged files go instead of being deleted.")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly summary of the resolved paths and where each came from."""

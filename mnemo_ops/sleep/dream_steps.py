@@ -8,6 +8,8 @@ by the first of them and closed when the batch ends; ``stats.model`` holds the l
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from mnemo_ops.consolidation.batch import BatchState
 from mnemo_ops.core import state
@@ -44,15 +46,17 @@ def nrem_step(ctx: JobContext, batch: BatchState) -> None:
     run = sleep_run(ctx, batch)
     if run is None:
         return
-    if not ctx.settings.sleep.nrem:
-        run.stats["nrem"] = {"enabled": False}
-        ctx.count("summaries_fused", 0)
-        return
-    layer = model_layer(ctx, batch, run)
     # The tier is the summary repair's, so both rules agree on where a summary ranks.
     tier = ctx.settings.evening_batch.summary_tier
-    run.stats["nrem"] = nrem.fuse(_settling_edge_pass(run), layer, tier)
-    ctx.result.stats["model"] = layer.stats()
+    _dream(
+        ctx,
+        batch,
+        run,
+        "nrem",
+        ctx.settings.sleep.nrem,
+        "summaries_fused",
+        lambda sleep_run, layer: nrem.fuse(sleep_run, layer, tier),
+    )
 
 
 def rem_step(ctx: JobContext, batch: BatchState) -> None:
@@ -60,12 +64,34 @@ def rem_step(ctx: JobContext, batch: BatchState) -> None:
     run = sleep_run(ctx, batch)
     if run is None:
         return
-    if not ctx.settings.sleep.rem:
-        run.stats["rem"] = {"enabled": False}
-        ctx.count("extends_edges_created", 0)
+    _dream(
+        ctx,
+        batch,
+        run,
+        "rem",
+        ctx.settings.sleep.rem,
+        "extends_edges_created",
+        lambda sleep_run, layer: rem.associate(sleep_run, sleep_run.options, layer),
+    )
+
+
+def _dream(
+    ctx: JobContext,
+    batch: BatchState,
+    run: SleepRun,
+    stage: str,
+    enabled: bool,
+    count: str,
+    work: Callable[[SleepRun, ModelLayer], dict[str, Any]],
+) -> None:
+    """Run one dream stage (`work` calls ``nrem.fuse`` or ``rem.associate``) with the run's model
+    layer; a disabled stage records ``{"enabled": False}`` under `stage` and a count of 0."""
+    if not enabled:
+        run.stats[stage] = {"enabled": False}
+        ctx.count(count, 0)
         return
     layer = model_layer(ctx, batch, run)
-    run.stats["rem"] = rem.associate(_settling_edge_pass(run), run.options, layer)
+    run.stats[stage] = work(_settling_edge_pass(run), layer)
     ctx.result.stats["model"] = layer.stats()
 
 

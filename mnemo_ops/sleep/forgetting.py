@@ -28,9 +28,8 @@ from mnemo_ops.database import transactions
 from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.sleep import store
 from mnemo_ops.sleep.context import SleepRun
+from mnemo_ops.sleep.planned import apply_planned
 from mnemo_ops.sleep.prominence import ARCHIVE as ARCHIVE_BAND
-
-BATCH = 200
 
 
 def _lineage_holders(connection: apsw.Connection, memory_ids: list[str]) -> set[str]:
@@ -164,33 +163,12 @@ def _plan(run: SleepRun, state_db, connection, chosen: list[dict[str, Any]]) -> 
 
 
 def _apply_planned(run: SleepRun, state_db, connection, totals: dict[str, Any]) -> None:
-    planned = list(
-        store.rows(
-            state_db,
-            f"SELECT * FROM {store.ARCHIVE} WHERE reason = ? AND applied = ? ORDER BY id",
-            (store.FORGOTTEN, store.PLANNED),
-        )
+    """Write every planned archiving (this run's, or one a killed run recorded and never wrote)."""
+    written, abandoned = apply_planned(
+        run, state_db, connection, store.FORGOTTEN, _stamp, "sleep-forgetting"
     )
-    for batch in store.chunks(planned, BATCH):
-        run.before_write()
-        outcome = transactions.write_batch(
-            connection, lambda conn, batch=batch: _stamp(conn, batch), label="sleep-forgetting"
-        )
-        with state_db.conn:
-            for entry in batch:
-                written = outcome[entry["id"]]
-                state_db.conn.execute(
-                    f"UPDATE {store.ARCHIVE} SET applied = ? WHERE id = ?",
-                    (store.APPLIED if written is not None else store.ABANDONED, entry["id"]),
-                )
-                if written is None:
-                    totals["abandoned"] += 1
-                    continue
-                totals["archived"] += written
-                state_db.conn.execute(
-                    f"UPDATE {store.MEMORIES} SET live = 0, dirty = 1 WHERE memory_key = ?",
-                    (entry["memory_key"],),
-                )
+    totals["archived"] += sum(written)
+    totals["abandoned"] += abandoned
 
 
 def _stamp(connection, batch: list[dict[str, Any]]) -> dict[int, int | None]:

@@ -40,6 +40,7 @@ from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.sleep import edges, store
 from mnemo_ops.sleep.context import SleepRun
 from mnemo_ops.sleep.observe import original_of, refresh_confirmations
+from mnemo_ops.sleep.planned import apply_planned
 
 NEAR_DUPLICATE = "near-duplicate"
 QUERY_TERMS = 4
@@ -458,36 +459,12 @@ def _plan_contradictions(run: SleepRun, state_db, connection, totals: dict[str, 
 
 def _apply_planned(run: SleepRun, state_db, connection, totals: dict[str, int]) -> None:
     """Write every planned closing (this run's, or one a killed run recorded and never wrote)."""
-    planned = list(
-        store.rows(
-            state_db,
-            f"SELECT * FROM {store.ARCHIVE} WHERE reason = ? AND applied = ? ORDER BY id",
-            (store.CONTRADICTED, store.PLANNED),
-        )
+    written, abandoned = apply_planned(
+        run, state_db, connection, store.CONTRADICTED, _close, "sleep-contradictions"
     )
-    for batch in store.chunks(planned, BATCH):
-        run.before_write()
-        outcome = transactions.write_batch(
-            connection,
-            lambda conn, batch=batch: _close(conn, batch),
-            label="sleep-contradictions",
-        )
-        with state_db.conn:
-            for entry in batch:
-                result = outcome[entry["id"]]
-                state_db.conn.execute(
-                    f"UPDATE {store.ARCHIVE} SET applied = ? WHERE id = ?",
-                    (store.ABANDONED if result is None else store.APPLIED, entry["id"]),
-                )
-                if result is None:
-                    totals["abandoned"] += 1
-                    continue
-                totals["closed"] += result[0]
-                totals["edges_created"] += result[1]
-                state_db.conn.execute(
-                    f"UPDATE {store.MEMORIES} SET live = 0, dirty = 1 WHERE memory_key = ?",
-                    (entry["memory_key"],),
-                )
+    totals["closed"] += sum(closed for closed, _ in written)
+    totals["edges_created"] += sum(edges_created for _, edges_created in written)
+    totals["abandoned"] += abandoned
 
 
 def _close(connection: apsw.Connection, batch: list[dict[str, Any]]) -> dict[int, tuple | None]:

@@ -21,62 +21,77 @@ from typing import Any
 
 import sqlite_utils
 
+from mnemo_ops.core.state import StateTable
 from mnemo_ops.topics.clustering import MapChanges, Topic, TopicMap
 
 TOPIC_MAP = "topic-map"
 SEED_MAP = "seed-map"
 
 
+TOPICS = StateTable(
+    "topic_map",
+    {
+        "label": str,
+        "terms": str,
+        "aliases": str,
+        "term_counts": str,
+        "size": int,
+        "updated_at": str,
+    },
+    pk="label",
+)
+"""The topic map: one row per topic label."""
+
+
+MEMBERS = StateTable(
+    "topic_members",
+    {
+        "key": str,
+        "kind": str,
+        "memory_id": str,
+        "topic": str,
+        "fingerprint": int,
+        "terms": str,
+        "updated_at": str,
+    },
+    pk="key",
+    indexes=(("topic",),),
+)
+"""Which topic each memory belongs to, with its fingerprint."""
+
+
+SEEDS = StateTable(
+    "seed_map",
+    {
+        "topic": str,
+        "rank": int,
+        "key": str,
+        "kind": str,
+        "memory_id": str,
+        "canonical": int,
+        "importance": float,
+        "recall_count": int,
+        "timestamp": str,
+        "preview": str,
+        "updated_at": str,
+    },
+    pk=("topic", "rank"),
+)
+"""The seed map: each topic's ranked seed memories."""
+
+
+BUILDS = StateTable(
+    "map_builds",
+    {"name": str, "built_at": str, "full_build_at": str, "live_memories": int, "mode": str},
+    pk="name",
+)
+"""When each map was last built, and how."""
+
+
 def ensure_tables(db: sqlite_utils.Database) -> None:
     """Create the map tables when missing (idempotent)."""
-    db["topic_map"].create(
-        {
-            "label": str,
-            "terms": str,
-            "aliases": str,
-            "term_counts": str,
-            "size": int,
-            "updated_at": str,
-        },
-        pk="label",
-        if_not_exists=True,
-    )
-    db["topic_members"].create(
-        {
-            "key": str,
-            "kind": str,
-            "memory_id": str,
-            "topic": str,
-            "fingerprint": int,
-            "terms": str,
-            "updated_at": str,
-        },
-        pk="key",
-        if_not_exists=True,
-    )
-    db["topic_members"].create_index(["topic"], if_not_exists=True)
-    db["seed_map"].create(
-        {
-            "topic": str,
-            "rank": int,
-            "key": str,
-            "kind": str,
-            "memory_id": str,
-            "canonical": int,
-            "importance": float,
-            "recall_count": int,
-            "timestamp": str,
-            "preview": str,
-            "updated_at": str,
-        },
-        pk=("topic", "rank"),
-        if_not_exists=True,
-    )
-    db["map_builds"].create(
-        {"name": str, "built_at": str, "full_build_at": str, "live_memories": int, "mode": str},
-        pk="name",
-        if_not_exists=True,
-    )
+    for table in (TOPICS, MEMBERS, SEEDS, BUILDS):
+        table.ensure(db)
 
 
 def _has_tables(db: sqlite_utils.Database | None) -> bool:

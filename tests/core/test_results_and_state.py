@@ -124,3 +124,29 @@ def test_status_and_severity_are_checked_against_their_enums():
     with pytest.raises(ValueError):
         JobWarning(code="x", severity="fatal", message="no such severity")
     assert [severity.rank for severity in Severity] == [0, 1, 2, 3]
+
+
+def test_a_state_table_is_created_once_with_its_key_and_indexes(tmp_path):
+    table = state.StateTable(
+        "example_history",
+        {"id": int, "job": str, "run_at": str, "figure": float},
+        pk="id",
+        indexes=(("job", "run_at"),),
+    )
+    db = state.open_state(tmp_path / "state.db")
+    table.ensure(db)
+    db["example_history"].insert({"job": "backup", "run_at": "2026-11-30", "figure": 0.5})
+    table.ensure(db)  # a second call keeps the table and its row
+    assert db["example_history"].count == 1
+    assert db["example_history"].columns_dict == {
+        "id": int,
+        "job": str,
+        "run_at": str,
+        "figure": float,
+    }
+    assert db["example_history"].pks == ["id"]
+    # Named as sqlite-utils names an index, so a table created before the declaration matches.
+    assert [index.name for index in db["example_history"].indexes] == [
+        "idx_example_history_job_run_at"
+    ]
+    assert state.RUNS.name in db.table_names()

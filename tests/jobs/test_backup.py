@@ -11,17 +11,12 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.checkpoints import catalog
-from mnemo_ops.checkpoints.pre_write import take_for_job as runner_hook
-from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.lock import WriterLock, lock_path_for
-from mnemo_ops.core.manifests import get_manifest
-from mnemo_ops.core.results import JobResult
-from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.jobs import run_job
+from tests.checkpoints.helpers import corrupt_an_index
 from tests.purity import assert_unchanged, sample_snapshot
 
 
@@ -48,20 +43,6 @@ def logical_dump(db_path: Path) -> list[str]:
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def corrupt_an_index(db_path: Path, index: str = "idx_timestamp") -> None:
-    """Overwrite the body of one index page (the database must have no WAL content)."""
-    connection = sqlite3.connect(db_path)
-    (root,) = connection.execute(
-        "SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)
-    ).fetchone()
-    (page_size,) = connection.execute("PRAGMA page_size").fetchone()
-    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    connection.close()
-    with db_path.open("r+b") as handle:
-        handle.seek((root - 1) * page_size + 8)
-        handle.write(b"\xa5" * (page_size - 8))
 
 
 def mnemosyne_counts(layout) -> dict:
@@ -335,44 +316,6 @@ def test_retention_keeps_seven_verified_across_ten_runs_and_a_bad_night(sample, 
     ] == names[-6:] + [result.checkpoint]
 
 
-def _hook_context(settings, job: str) -> JobContext:
-    manifest = get_manifest(settings, job)
-    assert manifest.checkpoint == "before-write"
-    return JobContext(
-        settings=settings,
-        manifest=manifest,
-        dry_run=False,
-        result=JobResult(job=job),
-        checkpoint_hook=runner_hook,
-    )
-
-
-def test_pre_write_checkpoints_are_reused_briefly_and_keep_seven(sample_settings):
-    start = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
-    with freeze_time(start):
-        context = _hook_context(sample_settings, "memory-maintain")
-        context.before_write()
-        context.before_write()  # once per run
-        first = context.result.checkpoint
-    assert first.startswith("pre-memory-maintain-20261101T090000Z")
-    with freeze_time(start + timedelta(minutes=5)):  # within backup.reuse_minutes: reused
-        context = _hook_context(sample_settings, "evening-batch")
-        context.before_write()
-        assert context.result.checkpoint == first
-    made = [first]
-    for hour in range(1, 10):
-        with freeze_time(start + timedelta(hours=hour)):
-            context = _hook_context(sample_settings, "evening-batch")
-            context.before_write()
-            made.append(context.result.checkpoint)
-    assert len(set(made)) == 10
-    pre_write = [
-        info for info in catalog.list_checkpoints(sample_settings) if info.kind == "pre-write"
-    ]
-    assert [info.name for info in pre_write] == made[-7:]
-    assert all(info.verified and info.job == "evening-batch" for info in pre_write)
-
-
 def test_stale_temporary_folders_are_cleaned_and_ignored(sample, cli):
     backups = sample.state_dir / "backups"
     stale = backups / ".tmp-daily-20261101T020000Z"
@@ -398,14 +341,3 @@ def test_a_symlinked_backups_folder_is_refused(sample, cli, tmp_path):
     completed = cli("run", "backup")
     assert completed.returncode == 1 and "symlink" in completed.stdout + completed.stderr
     assert list(elsewhere.iterdir()) == []
-
-
-def test_a_job_does_not_write_when_its_pre_write_checkpoint_fails(sample, sample_settings):
-    corrupt_an_index(sample.db_path)
-    context = _hook_context(sample_settings, "memory-maintain")
-    with pytest.raises(MnemoOpsError) as raised:
-        context.before_write()
-    assert "pre-write checkpoint failed, nothing was written" in raised.value.message
-    assert context.result.checkpoint is None
-    failed = [info for info in catalog.list_checkpoints(sample_settings) if info.failed]
-    assert len(failed) == 1 and failed[0].name.startswith("pre-memory-maintain-")

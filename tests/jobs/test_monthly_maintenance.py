@@ -17,10 +17,8 @@ from contextlib import closing
 from pathlib import Path
 
 import apsw
-import pytest
 
-from mnemo_ops.checkpoints.catalog import newest_verified_checkpoint
-from mnemo_ops.integrity.checks import reconcile_fts_entries
+from tests.checkpoints.helpers import write_checkpoint
 from tests.purity import assert_unchanged, sample_snapshot
 
 JOB = "monthly-maintenance"
@@ -397,25 +395,6 @@ def test_dry_run_is_pure_and_plans_what_the_real_run_does(sample, cli):
     assert codes(done) == codes(planned)
 
 
-def write_checkpoint(backups: Path, name: str, created_at: str, ok: bool) -> None:
-    """A checkpoint folder as the backup job lays it out (docs/architecture.md), made by hand."""
-    folder = backups / name
-    folder.mkdir(parents=True, mode=0o700)
-    manifest = {
-        "name": name,
-        "kind": "daily",
-        "job": "backup",
-        "created_at": created_at,
-        "files": {},
-        "verification": {
-            "ok": ok,
-            "integrity_check": "ok" if ok else "malformed",
-            "checked_at": created_at,
-        },
-    }
-    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-
-
 def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else "absent"
 
@@ -452,32 +431,6 @@ def test_damaged_database_gets_no_writes_and_the_restore_command(sample, cli):
     assert "missing from index idx_wm_source" in critical[0]["message"]
     assert result["changes"] == {} and result["checkpoint"] is None
     assert (file_digest(sample.db_path), file_digest(wal)) == before
-
-
-def test_newest_verified_checkpoint_ignores_broken_manifests(tmp_path):
-    write_checkpoint(tmp_path, "daily-20261101T020000Z", "2026-11-01T02:00:00+00:00", True)
-    (tmp_path / "daily-20261130T020000Z").mkdir()
-    (tmp_path / "daily-20261130T020000Z" / "manifest.json").write_text(
-        "{not json", encoding="utf-8"
-    )
-    assert newest_verified_checkpoint(tmp_path) == "daily-20261101T020000Z"
-    assert newest_verified_checkpoint(tmp_path / "absent") is None
-
-
-@pytest.mark.parametrize(
-    ("entries", "content", "expected"),
-    [
-        ([], "text", ([], True, "added")),
-        ([(1, "text")], "text", ([], False, None)),
-        ([(1, "old")], "text", ([1], True, "reindexed")),
-        ([(1, "text"), (2, "text")], "text", ([2], False, "removed")),
-        ([(1, "old"), (2, "text")], "text", ([1], False, "removed")),
-        ([(1, "ghost")], None, ([1], False, "removed")),
-        ([], None, ([], False, None)),
-    ],
-)
-def test_reconcile_fts_entries(entries, content, expected):
-    assert reconcile_fts_entries(entries, content) == expected
 
 
 def test_vacuum_only_when_asked(cli):
@@ -526,49 +479,6 @@ def test_bad_option_is_a_usage_error(cli):
     assert "claim_stale_hours" in json.loads(completed.stdout)["error"]
 
 
-class LetterCountEmbedder:
-    """A deterministic test model: the vector is the counts of a few letters (stands in for fastembed)."""
-
-    model = "test/letter-counts"
-
-    def __init__(self):
-        self.calls = 0
-
-    def embed(self, texts: list[str]) -> list[str]:
-        self.calls += 1
-        return [json.dumps([float(text.count(letter)) for letter in "aeiou"]) for text in texts]
-
-
-def test_reembedding_fills_only_rows_without_vectors(sample):
-    from mnemo_ops import database
-    from mnemo_ops.integrity import repairs
-
-    ids = working_ids(sample.db_path)
-    execute(
-        sample.db_path,
-        (
-            "INSERT INTO memory_embeddings(memory_id, embedding_json, model) VALUES (?, '[9]', 'x')",
-            (ids[0],),
-        ),
-    )
-    connection = database.connect(sample.db_path)
-    try:
-        embedder = LetterCountEmbedder()
-        stored = repairs.reembed_working_rows(connection, ids, embedder)
-        again = repairs.reembed_working_rows(connection, ids, embedder)
-        vectors = dict(
-            connection.execute("SELECT memory_id, embedding_json FROM memory_embeddings")
-        )
-        contents = dict(connection.execute("SELECT id, content FROM working_memory"))
-    finally:
-        connection.close()
-    assert stored == (len(ids) - 1, None) and again == (0, None)
-    assert vectors[ids[0]] == "[9]"  # an existing vector is never replaced
-    assert vectors[ids[1]] == json.dumps(
-        [float(contents[ids[1]].count(letter)) for letter in "aeiou"]
-    )
-
-
 def test_garbled_page_without_checkpoints_says_so_and_writes_nothing(sample, cli):
     with connect(sample.db_path) as connection:
         page_size = connection.execute("PRAGMA page_size").fetchone()[0]
@@ -587,32 +497,3 @@ def test_garbled_page_without_checkpoints_says_so_and_writes_nothing(sample, cli
     assert critical["code"] == "integrity-check-failed" and "fix" not in critical
     assert "no verified checkpoint was found" in critical["message"]
     assert file_digest(sample.db_path) == before
-
-
-class FailingSecondCallEmbedder(LetterCountEmbedder):
-    """A test model that fails on its second batch (a model server going away mid-run)."""
-
-    def embed(self, texts: list[str]) -> list[str]:
-        if self.calls == 1:
-            raise RuntimeError("model server went away")
-        return super().embed(texts)
-
-
-def test_reembedding_keeps_finished_batches_when_the_model_fails(sample):
-    from mnemo_ops import database
-    from mnemo_ops.integrity import repairs
-
-    ids = working_ids(sample.db_path)
-    connection = database.connect(sample.db_path)
-    try:
-        stored, error = repairs.reembed_working_rows(
-            connection, ids, FailingSecondCallEmbedder(), batch_size=10
-        )
-        kept = connection.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0]
-        rest, none = repairs.reembed_working_rows(
-            connection, ids, LetterCountEmbedder(), batch_size=10
-        )
-    finally:
-        connection.close()
-    assert (stored, error) == (10, "model server went away") and kept == 10
-    assert (rest, none) == (len(ids) - 10, None)  # the next run embeds exactly the rest

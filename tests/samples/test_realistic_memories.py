@@ -103,3 +103,17 @@ def test_deterministic_for_a_seed():
     again = [row.content for row in realistic_memories.generate_rows(300, seed=9)]
     other = [row.content for row in realistic_memories.generate_rows(300, seed=10)]
     assert first == again != other
+
+
+def test_the_cached_home_is_built_once_and_then_reused(tmp_path):
+    layout = realistic_memories.cached_realistic_home(tmp_path, 200)
+    assert layout.directory == tmp_path / "realistic-200"
+    connection = database.open_memory_db(layout.db_path, readonly=True)
+    counts = database.row_counts(connection)
+    connection.close()
+    assert counts["working_memory"] >= 200  # the sample's own rows and the generated ones
+    built = layout.db_path.stat().st_mtime_ns
+    again = realistic_memories.cached_realistic_home(tmp_path, 200)
+    assert again == layout and layout.db_path.stat().st_mtime_ns == built
+    named = realistic_memories.cached_realistic_home(tmp_path, 200, name="other")
+    assert named.directory == tmp_path / "other" and named.db_path.exists()

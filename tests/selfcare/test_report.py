@@ -10,9 +10,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from mnemo_ops.core import state
+from mnemo_ops.evaluation import history as eval_history
 from mnemo_ops.foundation.clock import utc_now
 from mnemo_ops.foundation.errors import UsageError
-from mnemo_ops.selfcare import report
+from mnemo_ops.selfcare import report, report_render
 from tests.selfcare.helpers import (
     record_healthy_day,
     record_run,
@@ -102,29 +103,16 @@ def test_no_checkpoint_no_eval_no_history_are_tolerated(sample, tmp_path):
         built.growth["baseline_day"] is None and built.growth["tables"]["working_memory"]["now"] > 0
     )
     assert {w["code"] for w in built.warnings} == {"backup-missing"} and built.exit_code == 1
-    for output_format in report.FORMATS:
-        assert report.render(built, output_format)
+    for output_format in report_render.FORMATS:
+        assert report_render.render(built, output_format)
     with pytest.raises(UsageError):
-        report.render(built, "html")
+        report_render.render(built, "html")
 
 
 def test_eval_trend_from_eval_history(sample, tmp_path):
     settings = settings_for(sample, write_config(tmp_path))
     ledger = state.open_state(settings.state_db_path)
-    ledger["eval_history"].create(
-        {
-            "id": int,
-            "run_at": str,
-            "suite": str,
-            "suite_sha256": str,
-            "engine": str,
-            "k": int,
-            "metrics_json": str,
-            "regressions": int,
-            "status": str,
-        },
-        pk="id",
-    )
+    eval_history.HISTORY.ensure(ledger)
     start = datetime(2026, 11, 20, 3, 45, tzinfo=UTC)
     for day in range(9):
         ledger["eval_history"].insert(
@@ -143,7 +131,7 @@ def test_eval_trend_from_eval_history(sample, tmp_path):
     built = report.build_report(settings)
     assert len(built.eval_trend) == report.EVAL_TREND_RUNS
     assert built.eval_trend[-1]["metrics"]["recall@10"] == pytest.approx(0.88)
-    text = report.render(built, "text")
+    text = report_render.render(built, "text")
     assert "recall@10 0.880 (+0.060 over 7 runs)" in text
 
 

@@ -17,28 +17,12 @@ from pathlib import Path
 import pytest
 
 from mnemo_ops.core.manifests import load_manifests
-from mnemo_ops.scheduling import hermes_cron
+from mnemo_ops.scheduling.hermes.entries import CONFIG_PAUSE_REASON
+from mnemo_ops.scheduling.hermes.install import installed_entries
+from mnemo_ops.scheduling.hermes.jobs_file import parse_jobs_text
+from mnemo_ops.scheduling.hermes.paths import HermesPaths, job_of_entry
 from tests.conftest import run_cli
-
-# A jobs.json as a person or another tool may have left it: Hermes' layout, a unicode prompt, an
-# entry written compactly, a stray non-object, keys Hermes does not know.
-FOREIGN = """{
-  "jobs": [
-    {
-      "id": "abcdef012345",
-      "name": "morning brief",
-      "prompt": "Summarise my inbox \u2014 caf\u00e9 \u00fcber alles",
-      "schedule": {"kind": "cron", "expr": "0 8 * * *", "display": "0 8 * * *"},
-      "deliver": "telegram:42",
-      "custom_field": [1, 2.50, {"nested": true}]
-    },
-    {"id": "0123456789ab", "name": "tidy", "no_agent": true, "script": "tidy.sh",   "schedule":
-      {"kind": "interval", "minutes": 30}},
-    "a stray string someone left here"
-  ],
-  "updated_at": "2026-11-01T08:00:00+00:00"
-}
-"""
+from tests.scheduling.hermes.helpers import FOREIGN
 
 
 def implemented() -> list[str]:
@@ -61,7 +45,7 @@ def home(tmp_path):
         "MNEMOSYNE_DATA_DIR": str(hermes / "mnemosyne" / "data"),
         "HERMES_TIMEZONE": "Europe/Berlin",
     }
-    return hermes_cron.HermesPaths(hermes), env
+    return HermesPaths(hermes), env
 
 
 def hermes(env, *args, **kwargs) -> subprocess.CompletedProcess:
@@ -79,16 +63,16 @@ def test_install_adds_one_job_per_implemented_job_and_a_second_install_changes_n
     assert {change["action"] for change in data["jobs"]} == {"add"}
 
     installed = paths.jobs_file.read_text(encoding="utf-8")
-    document = hermes_cron.parse_jobs_text(paths.jobs_file, installed)
-    ours = [entry for entry in document.entries if hermes_cron.job_of_entry(entry)]
-    assert [hermes_cron.job_of_entry(entry) for entry in ours] == implemented()
+    document = parse_jobs_text(paths.jobs_file, installed)
+    ours = [entry for entry in document.entries if job_of_entry(entry)]
+    assert [job_of_entry(entry) for entry in ours] == implemented()
     # The foreign entries keep their exact text and their place, ahead of ours.
-    original = hermes_cron.parse_jobs_text(paths.jobs_file, before.decode())
+    original = parse_jobs_text(paths.jobs_file, before.decode())
     for index in range(len(original.entries)):
         assert document.entry_text(index) == original.entry_text(index)
     manifests = load_manifests()
     for entry in ours:
-        job = hermes_cron.job_of_entry(entry)
+        job = job_of_entry(entry)
         assert len(entry["id"]) == 12 and int(entry["id"], 16) >= 0
         assert entry["no_agent"] is True and entry["script"] == f"mnemo-ops/{job}.sh"
         assert entry["schedule"] == {
@@ -171,9 +155,9 @@ def test_a_job_disabled_in_config_is_paused_and_a_users_own_pause_is_kept(home, 
     config = tmp_path / "config.yaml"
     config.write_text("jobs:\n  bridge-drain:\n    enabled: false\n")
     assert hermes(env, "--config", str(config), "hermes", "install").returncode == 0
-    entries = hermes_cron.installed_entries(paths)
+    entries = installed_entries(paths)
     assert entries["bridge-drain"]["enabled"] is False
-    assert entries["bridge-drain"]["paused_reason"] == hermes_cron.CONFIG_PAUSE_REASON
+    assert entries["bridge-drain"]["paused_reason"] == CONFIG_PAUSE_REASON
     # The user pauses backup in Hermes; enabling bridge-drain again in the config lifts only ours.
     data = json.loads(paths.jobs_file.read_text())
     for entry in data["jobs"]:
@@ -181,7 +165,7 @@ def test_a_job_disabled_in_config_is_paused_and_a_users_own_pause_is_kept(home, 
             entry.update(enabled=False, state="paused", paused_reason="on holiday")
     paths.jobs_file.write_text(json.dumps(data, indent=2, ensure_ascii=False))
     assert hermes(env, "hermes", "install").returncode == 0
-    entries = hermes_cron.installed_entries(paths)
+    entries = installed_entries(paths)
     assert entries["bridge-drain"]["enabled"] is True and entries["bridge-drain"]["next_run_at"]
     assert (
         entries["backup"]["enabled"] is False and entries["backup"]["paused_reason"] == "on holiday"
@@ -299,7 +283,7 @@ def test_uninstall_of_a_file_rewritten_by_hermes_keeps_every_other_job(home):
     paths.jobs_file.write_text(json.dumps(data, indent=2, ensure_ascii=False))
     assert hermes(env, "hermes", "uninstall").returncode == 0
     after = json.loads(paths.jobs_file.read_text())
-    assert [e for e in after["jobs"] if hermes_cron.job_of_entry(e)] == []
+    assert [e for e in after["jobs"] if job_of_entry(e)] == []
     assert after["jobs"] == json.loads(FOREIGN)["jobs"]
     assert after["updated_at"] != "2026-12-01T00:00:00+01:00"  # a fresh stamp, not the old one
 
@@ -314,7 +298,7 @@ def test_install_creates_jobs_json_in_a_fresh_home_and_refuses_a_missing_one(tmp
     result = hermes(env, "hermes", "install")
     assert result.returncode == 0, result.stderr
     data = json.loads((hermes_home / "cron" / "jobs.json").read_text())
-    assert [hermes_cron.job_of_entry(e) for e in data["jobs"]] == implemented()
+    assert [job_of_entry(e) for e in data["jobs"]] == implemented()
     assert set(data) == {"jobs", "updated_at"}
     assert hermes(env, "hermes", "uninstall").returncode == 0
     assert json.loads((hermes_home / "cron" / "jobs.json").read_text())["jobs"] == []
@@ -335,13 +319,13 @@ def test_status_and_render(home):
     assert {row["deliver"] for row in status["jobs"]} == {"telegram:99"}
     # A later install without --deliver keeps each job's target; the config can set another.
     assert hermes(env, "hermes", "install").returncode == 0
-    assert {e["deliver"] for e in hermes_cron.installed_entries(paths).values()} == {"telegram:99"}
+    assert {e["deliver"] for e in installed_entries(paths).values()} == {"telegram:99"}
     config = paths.hermes_home / "mnemo-ops.yaml"
     config.write_text("scheduling:\n  hermes:\n    deliver: origin\n")
     status = json.loads(hermes(env, "--json", "--config", str(config), "hermes", "status").stdout)
     assert not any(row["up_to_date"] for row in status["jobs"])
     assert hermes(env, "--config", str(config), "hermes", "install").returncode == 0
-    assert {e["deliver"] for e in hermes_cron.installed_entries(paths).values()} == {"origin"}
+    assert {e["deliver"] for e in installed_entries(paths).values()} == {"origin"}
     rendered = json.loads(hermes(env, "--json", "hermes", "render").stdout)
     assert sorted(rendered["scripts"]) == sorted(
         str(paths.script_path(job)) for job in implemented()
@@ -366,7 +350,7 @@ def test_the_scripts_run_as_hermes_runs_them(sample):
     env = sample.environ()
     result = run_cli(sample, "hermes", "install")
     assert result.returncode == 0, result.stderr
-    paths = hermes_cron.HermesPaths(sample.hermes_home)
+    paths = HermesPaths(sample.hermes_home)
 
     healthy = _run_as_hermes(paths, "backup")
     assert healthy.returncode == 0 and healthy.stdout == "", healthy
@@ -406,7 +390,7 @@ def test_the_scripts_run_as_hermes_runs_them(sample):
 
 def test_the_report_job_delivers_the_report_only_when_something_needs_the_user(sample):
     assert run_cli(sample, "hermes", "install").returncode == 0
-    paths = hermes_cron.HermesPaths(sample.hermes_home)
+    paths = HermesPaths(sample.hermes_home)
     first = _run_as_hermes(paths, "nightly-selfcare")
     # A fresh sample has no backup yet: an error the user must hear about, delivered as an alert.
     assert first.returncode == 1 and "backup-missing" in first.stdout, first
@@ -414,36 +398,3 @@ def test_the_report_job_delivers_the_report_only_when_something_needs_the_user(s
     assert run_cli(sample, "run", "nightly-selfcare").returncode in (0, 1)
     config_text = Path(paths.script_path("nightly-selfcare")).read_text()
     assert "--quiet-if-ok" in config_text and "--since 24h" in config_text
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        FOREIGN,
-        '{"updated_at": "x", "jobs": [{"id": "a"}, {"id": "b"}], "extra": 1}',
-        '{\n    "jobs": [],\n    "updated_at": "2026-01-01"\n}',
-        '\ufeff{"jobs":[{"id":"a"}]}',
-    ],
-)
-def test_text_edits_keep_every_byte_they_do_not_change(tmp_path, text):
-    path = tmp_path / "jobs.json"
-    document = hermes_cron.parse_jobs_text(path, text)
-    kept = [(index, value) for index, value in enumerate(document.entries)]
-    stamp = "2026-12-01T00:00:00+01:00"
-    unchanged = hermes_cron.compose_jobs_text(document, kept, stamp)
-    if document.updated_at_span is None:
-        assert unchanged == text
-    ours = {"id": "ffffffffffff", "script": "mnemo-ops/backup.sh", "name": "mnemo-ops backup"}
-    added = hermes_cron.compose_jobs_text(document, [*kept, (None, ours)], stamp)
-    parsed = hermes_cron.parse_jobs_text(path, added)
-    assert parsed.entries == [*document.entries, ours]
-    assert json.loads(added.lstrip("\ufeff")).get("updated_at", stamp) == stamp
-    for index in range(len(document.entries)):
-        assert parsed.entry_text(index) == document.entry_text(index)
-    # Taking ours out again gives the earlier array back, byte for byte.
-    back = hermes_cron.compose_jobs_text(
-        parsed, [(index, value) for index, value in enumerate(parsed.entries[:-1])], stamp
-    )
-    start, end = document.array_span
-    again = hermes_cron.parse_jobs_text(path, back)
-    assert back[again.array_span[0] : again.array_span[1]] == text[start:end]
