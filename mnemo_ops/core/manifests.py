@@ -13,12 +13,13 @@ from typing import Any, Literal
 
 import yaml
 from croniter import croniter
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from mnemo_ops.database.versions import USAGES as MNEMOSYNE_USAGES
 from mnemo_ops.foundation.errors import ConfigError, UsageError
 from mnemo_ops.foundation.resources import resource_dir
-from mnemo_ops.settings import JOB_NAMES, Settings
+from mnemo_ops.settings import JOB_NAMES, JOB_SECTIONS, Settings
 from mnemo_ops.settings.messages import validation_message
 from mnemo_ops.settings.types import CronExpression, PositiveInt
 
@@ -52,6 +53,9 @@ class JobManifest:
     # through Mnemosyne's API), opens-snapshot (only private copies), uses-code (Mnemosyne's code on
     # our own connections). The runner's version check (database/versions.preflight) reads it.
     mnemosyne: str = "none"
+    # A true/false option of the job that the recall guard may turn off for one run when the
+    # change costs the agent's recall too much and nothing else is wrong (the rest is tried alone).
+    costly_option: str | None = None
 
     @property
     def module(self) -> str:
@@ -103,6 +107,20 @@ class ManifestFile(BaseModel):
     timeout: PositiveInt
     guard: Literal[GUARDS] | None = None  # type: ignore[valid-type]
     mnemosyne: Literal[MNEMOSYNE_USAGES] = "none"  # type: ignore[valid-type]
+    costly_option: str | None = None
+
+    @model_validator(mode="after")
+    def _costly_option_is_a_switch(self) -> ManifestFile:
+        if self.costly_option is None:
+            return self
+        field = JOB_SECTIONS[self.name].model_fields.get(self.costly_option)
+        if self.guard is None or field is None or field.annotation is not bool:
+            raise PydanticCustomError(
+                "cross_field",
+                "costly_option must name a true/false option of the job, under a guard",
+                {},
+            )
+        return self
 
 
 def _parse(path: Path, data: Any) -> JobManifest:
@@ -122,6 +140,7 @@ def _parse(path: Path, data: Any) -> JobManifest:
         path=path,
         guard=checked.guard,
         mnemosyne=checked.mnemosyne,
+        costly_option=checked.costly_option,
     )
 
 

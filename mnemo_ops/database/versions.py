@@ -65,6 +65,7 @@ class MnemosyneLine:
     requirement: str  # pip's specifier for the newest release of the line, pre-releases included
     markers: tuple[Marker, ...] = ()
     user_version_bits: int = 0  # PRAGMA user_version bits only this line (or newer) sets
+    agent_plugin: str = ""  # the Hermes plugin release users run with this line (CI installs it)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -92,6 +93,9 @@ LINES: tuple[MnemosyneLine, ...] = (
         # _VEC_NORM_BIT (mnemosyne/core/beam.py): set when 4.0 creates its vec0 tables, i.e. only
         # where sqlite-vec is loadable; 0x10000000 is the legacy bit of its own pre-releases.
         user_version_bits=0x20000000 | 0x10000000,
+        # mnemosyne-hermes 0.7.6 requires mnemosyne-memory[embeddings]>=4.0.0b5: its users are on
+        # this line, so CI tests the eval's and the guard's plugin profile here.
+        agent_plugin="mnemosyne-hermes==0.7.6",
     ),
 )
 """Oldest first. A line's markers are what its schema initialisation adds to an older database."""

@@ -8,6 +8,7 @@ from typing import Any
 from mnemo_ops.evaluation import metrics
 from mnemo_ops.evaluation.engines.base import Engine, Query
 from mnemo_ops.evaluation.metrics import CaseScore, Retrieved
+from mnemo_ops.evaluation.receives import summarize
 from mnemo_ops.evaluation.suite import Case, Suite
 
 DEFAULT_K = 10
@@ -32,6 +33,9 @@ class Evaluation:
     outcomes: list[CaseOutcome]
     metrics: dict[str, float]
     per_category: dict[str, dict[str, Any]]
+    receives: dict[str, Any] | None = None
+    """Per turn: lines and characters the agent was given, and the recall's cost (engines that
+    report it: ``evaluation.receives``)."""
 
     @property
     def passed(self) -> int:
@@ -87,4 +91,8 @@ def evaluate(
     """Recall every case of `suite` with `engine` and score it (k as in `suite_queries`)."""
     run_k, queries = suite_queries(suite, k, default_k)
     ranked_lists = engine.recall_many(queries, progress=progress)
-    return score_suite(suite, engine.describe(), run_k, queries, ranked_lists)
+    evaluation = score_suite(suite, engine.describe(), run_k, queries, ranked_lists)
+    turns = getattr(engine, "last_turns", None)
+    if turns:
+        evaluation.receives = summarize(turns).to_stats()
+    return evaluation

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.evaluation.engines.base import Query
-from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine
+from mnemo_ops.evaluation.engines.mnemosyne import AGENT_PROFILES, MnemosyneEngine
 from mnemo_ops.evaluation.evaluate import Evaluation, score_suite, suite_queries
 from mnemo_ops.evaluation.metrics import Retrieved
+from mnemo_ops.evaluation.receives import Receives, summarize
 from mnemo_ops.evaluation.suite import Suite
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.guard.probes import Probe
@@ -30,6 +31,8 @@ class Measurement:
     cutoff: int
     ranks: dict[str, int | None]
     suite: Evaluation | None = None
+    receives: Receives | None = None
+    """What the agent was given per turn for the probes, and what recalling it cost."""
     error: str | None = None
     """Set when Mnemosyne could not recall at all (every probe counts as missed)."""
 
@@ -59,6 +62,8 @@ class Measurement:
         data: dict[str, Any] = {"probes": len(self.ranks), **self.metrics()}
         if self.error:
             data["error"] = self.error
+        if self.receives is not None:
+            data["receives"] = self.receives.to_stats()
         if self.suite is not None:
             data["suite"] = {
                 "path": str(self.suite.suite.path),
@@ -83,7 +88,7 @@ def engine_for(settings: Settings, db_path: Path) -> MnemosyneEngine:
 
 def cutoff_for(settings: Settings, engine: MnemosyneEngine) -> int:
     """How many items the agent is given: the plugin's 5 in the Hermes profile, else the eval's k."""
-    return 5 if engine.profile == "hermes" else settings.retrieval_eval.k
+    return 5 if engine.profile in AGENT_PROFILES else settings.retrieval_eval.k
 
 
 def measure(
@@ -124,4 +129,10 @@ def measure(
         evaluation = score_suite(
             suite, engine.describe(), suite_k, case_queries, ranked[len(queries) :]
         )
-    return Measurement(profile=engine.profile, cutoff=cutoff, ranks=ranks, suite=evaluation)
+    return Measurement(
+        profile=engine.profile_used or engine.profile,
+        cutoff=cutoff,
+        ranks=ranks,
+        suite=evaluation,
+        receives=summarize(engine.last_turns[: len(queries)]),
+    )

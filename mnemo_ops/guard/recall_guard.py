@@ -13,6 +13,12 @@ not guarded):
 5. Decide (``verdict``), record the decision (``history``), remove the copy. A refused change fails
    the run (exit 1) with the figures, and the live database is never touched.
 
+A change refused only because it makes the agent's recall cost too much (recall held), by a job whose
+manifest names a ``costly_option`` (memory-maintain's ``link``), is tried once more with that option
+off for this run: when the rest is accepted, it runs live without the costly part, which waits for
+a later run (each run tries it again, so it lands once its cost falls, e.g. when Mnemosyne stops
+scanning every edge per candidate: docs/upstream-mnemosyne-graph-bonus-scan.md).
+
 A run killed at any point leaves the live files as they were; the next run removes the old copy.
 """
 
@@ -285,8 +291,31 @@ class RecallGuard:
         )
         if verdict.accepted:
             return True
+        if verdict.refused_for_cost_only and self._defer_costly_part(ctx, figures):
+            return self._try(ctx, job, state_db, fingerprint, started)
         self._refuse(ctx, figures)
         return False
+
+    def _defer_costly_part(self, ctx: JobContext, figures: dict[str, Any]) -> bool:
+        """Turn the manifest's costly option off for this run, when it is on; True if it was."""
+        name = ctx.manifest.costly_option
+        if not name or not getattr(ctx.options, name):
+            return False
+        ctx.settings, ctx.options, ctx.run_options = ctx.settings.check_run_options(
+            ctx.job, {name: False}
+        )
+        ctx.result.stats["guard_deferred"] = {
+            "option": name,
+            "problems": figures["problems"],
+            "cost": figures.get("cost"),
+        }
+        ctx.warn(
+            "guard-deferred-costly-part",
+            f"{ctx.job} without {name} this run: with it, {'; '.join(figures['problems'])}; "
+            "the rest was tried alone (docs/recall-guard.md, 'The agent's cost')",
+            Severity.WARNING,
+        )
+        return True
 
     def _unchanged(self, ctx, state_db, fingerprint, refreshed, trial_result, started) -> bool:
         figures = {

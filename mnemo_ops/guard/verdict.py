@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from mnemo_ops.evaluation.receives import cost_increase
 from mnemo_ops.guard.measure import Measurement
 from mnemo_ops.guard.probes import Probe
 from mnemo_ops.settings.sections import GuardOptions
@@ -30,6 +31,16 @@ class Verdict:
     suite_before: dict[str, float] | None = None
     suite_after: dict[str, float] | None = None
     suite_newly_failing: list[str] = dataclasses.field(default_factory=list)
+    cost: dict[str, Any] | None = None
+    """The agent's per-turn recall cost before and after, and each unit's rise."""
+    cost_problems: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def refused_for_cost_only(self) -> bool:
+        """Refused, and only because the agent's recall would cost too much (recall itself held)."""
+        return (
+            not self.accepted and bool(self.cost_problems) and self.problems == self.cost_problems
+        )
 
     def to_stats(self) -> dict[str, Any]:
         """The JSON form kept in the result's stats and the guard history."""
@@ -45,6 +56,8 @@ class Verdict:
             "newly_failing_count": len(self.newly_failing),
             "forgotten": len(self.forgotten),
         }
+        if self.cost is not None:
+            data["cost"] = self.cost
         if self.suite_before is not None:
             data["suite"] = {
                 "before": self.suite_before,
@@ -144,5 +157,43 @@ def decide(
                 f"{len(verdict.suite_newly_failing)} eval cases passed before and fail now "
                 f"(at most {tolerances.max_newly_failing} allowed)"
             )
+    verdict.cost_problems = _cost_problems(before, after, tolerances, verdict)
+    problems += verdict.cost_problems
     verdict.accepted = not problems
     return verdict
+
+
+def _cost_problems(
+    before: Measurement, after: Measurement, tolerances: GuardOptions, verdict: Verdict
+) -> list[str]:
+    """The cost rule: the agent's per-turn recall may not cost more than ``max_cost_increase`` more.
+
+    Counted in SQLite VM steps and Python calls on the same probes before and after (units that
+    do not follow the machine's load); wall and CPU time are reported beside them, never judged.
+    A rise under the unit's floor (``cost_floor_*``) is not judged: on a small home any new memory
+    adds a share of a cost that is a fraction of a millisecond.
+    """
+    floors = {
+        "sqlite_steps": tolerances.cost_floor_sqlite_steps,
+        "python_calls": tolerances.cost_floor_python_calls,
+    }
+    if before.receives is None or after.receives is None or not before.receives.cost_turns:
+        return []
+    rises = cost_increase(before.receives, after.receives)
+    verdict.cost = {
+        "before": before.receives.cost,
+        "after": after.receives.cost,
+        "increase": {name: round(rise, 4) for name, rise in rises.items()},
+        "limit": tolerances.max_cost_increase,
+        "floors": floors,
+    }
+    problems = []
+    for name, rise in rises.items():
+        added = after.receives.cost[name] - before.receives.cost[name]
+        if rise > tolerances.max_cost_increase + 1e-12 and added > floors[name]:
+            problems.append(
+                f"the agent's recall costs {rise:.0%} more {name.replace('_', ' ')} per turn "
+                f"({before.receives.cost[name]:.0f} -> {after.receives.cost[name]:.0f}; "
+                f"at most {tolerances.max_cost_increase:.0%} allowed)"
+            )
+    return problems

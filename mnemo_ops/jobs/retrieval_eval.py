@@ -52,6 +52,7 @@ def _stats(evaluation: Evaluation) -> dict[str, Any]:
         "passed": evaluation.passed,
         "metrics": evaluation.metrics,
         "per_category": evaluation.per_category,
+        **({"receives": evaluation.receives} if evaluation.receives else {}),
         "regressions": [],
         "metric_drops": [],
         # Each case's outcome, in the form of a baseline's cases, so ``eval compare`` can set a run

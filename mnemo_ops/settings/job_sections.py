@@ -200,8 +200,9 @@ class RetrievalEvalOptions(Section):
     )
     profile: ProfileName = option(
         "auto",
-        "hermes: what the Hermes plugin injects each turn; plain: Mnemosyne's recall with top k; "
-        "auto: hermes when a Hermes home is found",
+        "hermes: what the Hermes plugin injects each turn (its own prefetch where it is installed, "
+        "else the approximation); plain: Mnemosyne's recall with top k; hermes-approximate: the "
+        "approximation always; auto: hermes when a Hermes home is found",
     )
     recall_options: dict[Any, Any] = option({}, "keyword arguments of Mnemosyne's recall")
     mnemosyne_environment: dict[Any, Any] = option({}, "extra MNEMOSYNE_* variables for recall")
@@ -263,7 +264,7 @@ class MemoryBlockMigrateOptions(Section):
         "importance of moved USER.md entries (0.7 or more: the canonical trigger promotes them)",
     )
     memory_importance: Fraction = option(0.7, "importance of moved MEMORY.md entries")
-    recall_profile: Literal["hermes", "plain"] = option(
+    recall_profile: Literal["hermes", "plain", "hermes-approximate"] = option(
         "hermes",
         "how a moved entry is recalled before it leaves the file: hermes, what the Hermes plugin "
         "injects each turn; plain, Mnemosyne's recall with retrieval_eval.k",

@@ -96,6 +96,19 @@ class GuardOptions(Section):
     mrr_tolerance: Fraction = option(0.01, "allowed drop of MRR@k (and nDCG@k)")
     max_newly_failing: NonNegativeInt = option(2, "probes (or eval cases) allowed to break")
     eval_suite: bool = option(True, "also measure the eval suite when one is configured")
+    max_cost_increase: NonNegativeNumber = option(
+        0.25,
+        "a change that raises the agent's per-turn recall cost (SQLite steps or Python calls) by "
+        "more than this share, and by more than the unit's floor, is refused",
+    )
+    # The floors are a few milliseconds of work on these machines (docs/recall-guard.md): against
+    # an agent turn of seconds that is noise, and on a small home any new memory adds that much.
+    cost_floor_sqlite_steps: NonNegativeInt = option(
+        250000, "a rise of fewer SQLite VM steps per turn than this is never refused"
+    )
+    cost_floor_python_calls: NonNegativeInt = option(
+        100000, "a rise of fewer Python calls per turn than this is never refused"
+    )
 
 
 class SleepOptions(Section):
@@ -247,4 +260,4 @@ class SchedulingOptions(Section):
     kubernetes: KubernetesSchedulingOptions = KubernetesSchedulingOptions()
 
 
-ProfileName = Literal["auto", "plain", "hermes"]
+ProfileName = Literal["auto", "plain", "hermes", "hermes-approximate"]

@@ -25,6 +25,7 @@ only its own packages.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -61,15 +62,24 @@ RECALL_OPTION_NAMES = (
 """Keyword arguments of Mnemosyne's recall / recall_enhanced that a config may set."""
 
 
-PROFILES = ("plain", "hermes")
+PROFILES = ("plain", "hermes", "hermes-approximate")
 """How results are taken from Mnemosyne (see `hermes_home_found` for the default):
 
 - ``plain``: Mnemosyne's recall (or ``recall_enhanced`` when enhanced recall is on) with top k, as the
   user configured Mnemosyne.
-- ``hermes``: what the Hermes Mnemosyne plugin injects each turn: ``beam.recall(query, top_k=16,
-  temporal_weight=0.2, temporal_halflife=48)`` in the query's session, rows dropped when their score
-  is below 0.20 and their importance below 0.65, the first 5 kept (``mnemosyne_worker.HERMES``).
+- ``hermes``: what the Hermes Mnemosyne plugin injects each turn, through the plugin's own
+  ``MnemosyneMemoryProvider.prefetch`` where ``mnemosyne_hermes`` is installed in the Python that
+  recalls, in the session the agent would recall in (docs/quality.md); where it is not installed,
+  the approximation below, and the run says so (``profile_used``: ``hermes-approximate``).
+- ``hermes-approximate``: ``beam.recall(query, top_k=16, temporal_weight=0.2,
+  temporal_halflife=48)`` in the query's session, rows dropped when their score is below 0.20 and
+  their importance below 0.65, the first 5 kept (``mnemosyne_worker.HERMES``). It omits the
+  plugin's other filters and the canonical facts it appends (docs/quality.md has the gap).
 """
+AGENT_PROFILES = ("hermes", "hermes-approximate")
+"""The profiles that measure what the agent is given: its 5 lines, not a top k."""
+COST_SAMPLE = 40
+"""Queries of a run whose recall cost is measured (the first ones: the same before and after)."""
 HERMES_MARKERS = ("config.yaml", "state.db", "memories")
 """What tells a Hermes agent's home from the ``~/.hermes`` folder Mnemosyne alone would create."""
 
@@ -110,6 +120,8 @@ class MnemosyneEngine:
         timeout_s: float | None = None,
         profile: str = "plain",
         python: str | Path | None = None,
+        hermes_home: Path | None = None,
+        cost_sample: int = COST_SAMPLE,
     ):
         self.db_path = Path(db_path)
         self.profile = profile  # resolved: `from_settings` turns "auto" into one of PROFILES
@@ -125,6 +137,13 @@ class MnemosyneEngine:
         self.recall_options = dict(recall_options or {})
         self.environment = {str(key): str(value) for key, value in (environment or {}).items()}
         self.timeout_s = timeout_s
+        self.hermes_home = Path(hermes_home) if hermes_home else None
+        self.cost_sample = cost_sample
+        self.profile_used: str | None = None
+        """The profile the last run really used (``hermes`` falls back to the approximation)."""
+        self.plugin_version: str | None = None
+        self.last_turns: list[dict[str, Any]] = []
+        """Per query of the last run: lines and characters injected, canonical lines, cost."""
         unknown = sorted(set(self.recall_options) - set(RECALL_OPTION_NAMES))
         if unknown:
             raise UsageError(
@@ -160,6 +179,7 @@ class MnemosyneEngine:
             environment=options.mnemosyne_environment,
             profile=resolve_profile(profile or options.profile, settings.hermes_home),
             python=options.python,
+            hermes_home=settings.hermes_home,
         )
 
     def version(self) -> str:
@@ -191,6 +211,12 @@ class MnemosyneEngine:
             "version": self.version(),
             "options": {
                 "profile": self.profile,
+                **({"profile_used": self.profile_used} if self.profile_used else {}),
+                **(
+                    {"plugin": f"mnemosyne-hermes {self.plugin_version}"}
+                    if self.plugin_version
+                    else {}
+                ),
                 "environment": self.effective_environment(),
                 "use_associative": self.use_associative,
                 "recall_options": self.recall_options,
@@ -208,6 +234,9 @@ class MnemosyneEngine:
             environment = mnemosyne_environment(
                 data_dir, root / "hermes", variables=self.effective_environment()
             )
+            # The same Python work for the same data on every run: the cost counts are comparable.
+            environment["PYTHONHASHSEED"] = "0"
+            self._copy_hermes_config(root / "hermes")
             request = {
                 "mode": "recall",
                 "db_path": str(snapshot),
@@ -219,16 +248,29 @@ class MnemosyneEngine:
                 # unless the config turned cross-session recall off explicitly.
                 "sessionless_cross_session": self.cross_session is not False,
                 "queries": [{"text": q.text, "k": q.k, "session": q.session} for q in queries],
+                "cost_sample": self.cost_sample,
             }
             reply = run_worker(request, environment, progress, self.timeout_s, python=self.python)
         if reply.get(
             "mnemosyne_version"
         ):  # the version that really recalled, reported by the worker
             self._version = f"mnemosyne-memory {reply['mnemosyne_version']}"
+        self.profile_used = reply.get("profile_used") or self.profile
+        self.plugin_version = reply.get("plugin_version")
+        self.last_turns = list(reply.get("turns") or [])
         return [
             [Retrieved(id=str(item["id"]), content=item.get("content") or "") for item in ranked]
             for ranked in reply["results"]
         ]
+
+    def _copy_hermes_config(self, temporary_home: Path) -> None:
+        """The agent's Hermes config.yaml beside the snapshot: the plugin reads its settings there."""
+        if self.hermes_home is None or self.profile != "hermes":
+            return
+        source = self.hermes_home / "config.yaml"
+        if source.is_file() and not source.is_symlink():
+            temporary_home.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, temporary_home / "config.yaml")
 
 
 def run_worker(
