@@ -53,7 +53,10 @@ def _refusal(tmp_path: Path, text: str) -> str:
         ("transactions:\n  agent_share: -0.1\n", "must be between 0 and 1"),
         ("backup:\n  reuse_minutes: -1\n", "'backup.reuse_minutes' must be 0 or more"),
         # Enums.
-        ("retrieval_eval:\n  profile: fancy\n", "must be one of auto, plain, hermes, hermes-approximate, got 'fancy'"),
+        (
+            "retrieval_eval:\n  profile: fancy\n",
+            "must be one of auto, plain, hermes, hermes-approximate, got 'fancy'",
+        ),
         ("evening_batch:\n  summary_tier: 4\n", "must be one of 1, 2, 3"),
         # Types: a string is not a number, a number is not a string, a list holds strings.
         ("sleep:\n  grace_days: soon\n", "'sleep.grace_days' must be a number, got 'soon'"),
