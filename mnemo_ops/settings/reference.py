@@ -1,8 +1,9 @@
-"""The option tables of docs/configuration.md, written from the models so they cannot drift.
+"""The option tables of the docs pages, written from the models so they cannot drift.
 
-Each table sits between ``<!-- options: SECTION -->`` and ``<!-- end options -->`` in the page;
-``python -m mnemo_ops.settings.reference docs/configuration.md`` rewrites them in place, and a test
-fails when the page and the models disagree.
+Each table sits between ``<!-- options: SECTION -->`` and ``<!-- end options -->`` in a page
+(docs/configuration.md has them all; each job's page has its own section's);
+``python -m mnemo_ops.settings.reference docs/*.md docs/jobs/*.md`` rewrites them in place, and a
+test fails when a page and the models disagree.
 """
 
 from __future__ import annotations
@@ -158,9 +159,10 @@ def refresh(text: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Rewrite the tables of the page named in `argv` (docs/configuration.md)."""
-    path = Path(argv[0])
-    path.write_text(refresh(path.read_text(encoding="utf-8")), encoding="utf-8")
+    """Rewrite the tables of the pages named in `argv`."""
+    for name in argv:
+        path = Path(name)
+        path.write_text(refresh(path.read_text(encoding="utf-8")), encoding="utf-8")
     return 0
 
 

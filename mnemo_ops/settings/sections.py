@@ -115,13 +115,15 @@ class SleepOptions(Section):
     """``sleep``: the sleep stages of evening-batch (docs/sleep-stages.md)."""
 
     enabled: bool = option(True, "false: evening-batch runs no sleep stage")
-    retention_relationship: Fraction = option(0.998, "daily retention r")
-    retention_preference: Fraction = option(0.995, "daily retention r")
-    retention_fact: Fraction = option(0.99, "daily retention r")
-    retention_insight: Fraction = option(0.97, "daily retention r")
-    retention_event: Fraction = option(0.95, "daily retention r")
+    retention_relationship: Fraction = option(0.998, "daily retention r of relationships")
+    retention_preference: Fraction = option(0.995, "daily retention r of preferences")
+    retention_fact: Fraction = option(0.99, "daily retention r of facts")
+    retention_insight: Fraction = option(0.97, "daily retention r of insights")
+    retention_event: Fraction = option(0.95, "daily retention r of events")
     grace_days: NonNegativeNumber = option(1, "days before decay starts")
-    confirmation_similarity: Similarity = option(93, "rapidfuzz ratio (0..100) of a restatement")
+    confirmation_similarity: Similarity = option(
+        93, "rapidfuzz ratio (0..100) of a restatement (100: exact only)"
+    )
     reinforcement_rows_per_night: PositiveInt = option(
         20000, "memories checked for restatements per night"
     )
@@ -138,7 +140,7 @@ class SleepOptions(Section):
     downscale: Fraction = option(0.8, "alpha: our edges' weights times this nightly")
     edge_floor: Fraction = option(0.05, "no edge of ours falls below this weight")
     quiet_hours: TimeRange = option(
-        "02:00-05:00", "HH:MM-HH:MM local time when --if-needed may sleep on time"
+        "02:00-05:00", "local time when `--if-needed` may sleep on time"
     )
     hours_between_sleeps: NonNegativeNumber = option(
         20, "hours since the last sleep for the time trigger"
