@@ -112,6 +112,8 @@ class Migration:
         self.now_iso = isoformat(self.now)
         self.limits = block_limits(ctx.settings)
         self.works: dict[str, BlockWork] = {}
+        self.new_keys: set[str] = set()
+        """Entries first seen by this run (they move after every entry seen before)."""
         self.stored: dict[str, StoredRow] = {}
         self.excluded: set[str] = set()
         self.verified: dict[str, tuple[str, str, str]] = {}  # key -> (block, text, memory id)
@@ -148,6 +150,7 @@ class Migration:
                 self._refused(block)
                 continue
             fresh = entry_history.unseen(self.state_db, name, block.entries)
+            self.new_keys |= {entry_key(name, entry) for entry in fresh}
             self.ctx.count("entries_recorded", len(fresh))
             if not self.ctx.dry_run:
                 entry_history.record_seen(self.state_db, name, block.entries, self.now_iso)
@@ -180,6 +183,7 @@ class Migration:
             self.now_iso,
             self.keep,
             excluded=failed,
+            new=frozenset(self.new_keys),
         )
 
     # ------------------------------------------------------------------------------------- moving

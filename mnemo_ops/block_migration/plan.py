@@ -109,9 +109,11 @@ def choose(
     now: str,
     keep: list[re.Pattern],
     excluded: set[str] = frozenset(),
+    new: frozenset[str] = frozenset(),
 ) -> BlockPlan:
     """The plan for one block. `first_seen` maps entry keys to ISO dates (an entry without one counts
-    as first seen `now`)."""
+    as first seen `now`); `new` holds the keys first seen by this run, which move after every entry
+    seen before, even one recorded within the same second."""
     plan = BlockPlan(block, limit, list(entries), high_water, low_water)
     if not entries or not plan.triggered:
         return plan
@@ -128,7 +130,9 @@ def choose(
             candidates.append(Candidate(block, key, entry, position, first_seen.get(key) or now))
             continue
         plan.held[reason] = plan.held.get(reason, 0) + 1
-    candidates.sort(key=lambda candidate: (candidate.first_seen, candidate.position))
+    candidates.sort(
+        key=lambda candidate: (candidate.first_seen, candidate.key in new, candidate.position)
+    )
     remaining = list(entries)
     for candidate in candidates:
         if usage(remaining) < low_water * limit:

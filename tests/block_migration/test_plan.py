@@ -31,6 +31,17 @@ def test_oldest_first_seen_moves_first_then_file_order_until_under_low_water():
     assert plan.reaches_low_water
 
 
+def test_an_entry_new_this_run_moves_after_older_ones_recorded_within_the_same_second():
+    entries = _entries(12)
+    # The nightly audit recorded every entry but the first one in this very second; the first
+    # is new this run, stamped the same second, and written at the top of the file by the agent.
+    first_seen = {entry_key("USER.md", e): NOW for e in entries}
+    new = frozenset({entry_key("USER.md", entries[0])})
+    plan = choose("USER.md", entries, 1375, 0.8, 0.6, first_seen, NOW, [], new=new)
+    assert entries[0] not in [c.text for c in plan.chosen]
+    assert [c.text for c in plan.chosen] == entries[1:5]
+
+
 def test_keep_patterns_and_the_last_entry_never_move():
     entries = [
         "IMPORTANT never forget this " + "y" * 300,
