@@ -24,8 +24,8 @@ one provider per session (Hermes starts a new agent, and so a new provider, per 
 The provider reads the home's ``config.yaml``; it finds ``$HERMES_HOME/mnemosyne/data/mnemosyne.db``
 from ``hermes_home`` and names the session ``hermes_<chat key>`` itself. It stores:
 
-- a user turn longer than 5 characters as ``[USER] <text>``, source ``conversation``, importance 0.5,
-  scope ``memory.mnemosyne.default_scope`` (``session``), with entity extraction;
+- a user turn longer than 5 characters as ``[USER] <text>``, source ``conversation``, importance
+  0.5, scope ``memory.mnemosyne.default_scope`` (``session``), with entity extraction;
 - then, when the user turn holds one of its `IDENTITY_SIGNALS` ("i'm proud", "feeling like", ...),
   ``[IDENTITY] <text>`` with source ``identity``, importance 0.85, scope ``global``, veracity
   ``stated`` (in the chat's session, but global, so every session sees it);
@@ -56,22 +56,26 @@ sources, importances, scopes, ``extract_entities=True``, the identity rows by th
 What differs: no plugin code runs (no machine-envelope sanitising, no write-policy context, no
 verbatim ledger, no auto-sleep check), and the row enrichment is that line's own.
 
-**Dates.** Rows are then backdated to their session's date: the last session of the home is
-yesterday (by the writing Mnemosyne's own clock: 4.0 stamps UTC, 3.15 local time), earlier
-sessions go back from there, and `age_days` shifts the whole home that many days further into the
-past (the issue's aged case: ``age_days=10``, every memory at least 10 days old). Backdating moves
-every time Mnemosyne derived from the write time: the row's ``timestamp`` and ``created_at``,
-its ``event_date`` (re-parsed by Mnemosyne's own temporal parser with the session's time as the
-reference, as it would have been parsed then), ``occurred_on`` annotations, gists, and 3.15's facts
-and edges. The temporal questions' answers are resolved from the session's (aged) date.
+**Dates** (``timeline="sessions"``, the default). Rows are then backdated to their session's date:
+the last session of the home is yesterday (by the writing Mnemosyne's own clock: 4.0 stamps UTC,
+3.15 local time), earlier sessions go back from there, and `age_days` shifts the whole home that
+many days further into the past (the issue's aged case: ``age_days=10``, every memory at least 10
+days old). Backdating moves every time Mnemosyne derived from the write time: the row's
+``timestamp`` and ``created_at``, its ``event_date`` (re-parsed by Mnemosyne's own temporal parser
+with the session's time as the reference, as it would have been parsed then), ``occurred_on``
+annotations, gists, and 3.15's facts and edges. The temporal questions' answers are resolved from
+the session's (aged) date. With ``timeline="written"`` the rows keep the times the plugin stamped
+(the whole history written within a minute or two, as an import through the plugin leaves it),
+moved back by `age_days` only; the temporal answers are still resolved from the plan's session
+dates, as LoCoMo's are.
 
 Layout (a Hermes home, as `samples.conversations`)::
 
-    <dir>/hermes/config.yaml                        Hermes config (the eval's ``auto`` profile sees a Hermes home)
-    <dir>/hermes/memories/MEMORY.md, USER.md        empty memory blocks
+    <dir>/hermes/config.yaml                  Hermes config (the eval's ``auto``: a Hermes home)
+    <dir>/hermes/memories/MEMORY.md, USER.md  empty memory blocks
     <dir>/hermes/mnemosyne/data/mnemosyne.db
-    <dir>/hermes/mnemosyne/mnemo-ops/eval/suite.jsonl           the questions (evaluation.suite format)
-    <dir>/hermes/mnemosyne/mnemo-ops/eval/hermes_conversations.json   what was built (MANIFEST_NAME)
+    <dir>/hermes/mnemosyne/mnemo-ops/eval/suite.jsonl                the questions (the suite)
+    <dir>/hermes/mnemosyne/mnemo-ops/eval/hermes_conversations.json  what was built (MANIFEST_NAME)
 """
 
 from __future__ import annotations
@@ -166,6 +170,10 @@ memory:
   mnemosyne:
     sync_roles: [{roles}]
 """
+TIMELINES = ("sessions", "written")
+"""``sessions``: every row on its session's date (a chat used for weeks); ``written``: the rows keep
+the times the plugin wrote them, a minute or so apart (a history imported through the plugin in one
+go, as the issue's measured home was); in both, `age_days` moves the home back."""
 WRITERS = ("auto", "plugin", "mnemosyne")
 """``auto``: the plugin when the writing interpreter can import it, else Mnemosyne's BeamMemory;
 ``plugin``: the plugin or fail; ``mnemosyne``: BeamMemory even where the plugin is installed."""
@@ -235,7 +243,8 @@ class Question:
         if self.relative is None or self.session_days_before is None:
             return self.answer
         said_on = anchor - timedelta(days=self.session_days_before)
-        return f"{self.relative.resolve(said_on)} ({self.relative.phrase}, said on {words.long_date(said_on)})"
+        said = f"{self.relative.phrase}, said on {words.long_date(said_on)}"
+        return f"{self.relative.resolve(said_on)} ({said})"
 
 
 @dataclasses.dataclass
@@ -537,7 +546,8 @@ class ConversationWriter:
             expect, repeat = pet, f"{pet} is a great name for a {species}!"
         elif kind == "venue":
             venue, weekday = self.venues.take(), rng.choice(words.WEEKDAYS)
-            user = f"{name} and I meet at {venue} every {weekday} to talk about the {self.topic_word()}."
+            topic = self.topic_word()
+            user = f"{name} and I meet at {venue} every {weekday} to talk about the {topic}."
             restated = f"Another {weekday} at {venue} with {name}."
             queries = (
                 f"Where do {name} and I meet on {weekday}s?",
@@ -603,7 +613,8 @@ class ConversationWriter:
         else:
             relative = rng.choice(words.FUTURE_RELATIVE)
             said = f"{base} {relative.phrase}"
-            user = f"I'm going to {said}{rng.choice(('.', ', wish me luck.', ', a bit nervous about it.'))}"
+            ending = rng.choice((".", ", wish me luck.", ", a bit nervous about it."))
+            user = f"I'm going to {said}{ending}"
             queries = (f"When am I going to {base}?", f"When do I plan to {base}?")
             repeat = f"{capitalised(relative.phrase)}, good luck!"
         statement = self.state(session, user, self.acknowledge(repeat))
@@ -629,7 +640,8 @@ class ConversationWriter:
         name, relation = self.new_person()
         if kind == "moved":
             city = self.cities.take()
-            one = f"Had dinner with my {relation} {name}, we talked about the {self.topic_word()} all night."
+            topic = self.topic_word()
+            one = f"Had dinner with my {relation} {name}, we talked about the {topic} all night."
             two = f"{name} just moved to {city} for a new job."
             queries = (
                 f"Which city did my {relation} move to?",
@@ -802,7 +814,10 @@ class ConversationWriter:
             )
         elif kind == "imposter":
             expect, word = self.theme.group, self.topic_word()
-            user = f"Honestly I'm feeling like an imposter at the {expect} lately, everyone knows more about {word}."
+            user = (
+                f"Honestly I'm feeling like an imposter at the {expect} lately, "
+                f"everyone knows more about {word}."
+            )
             queries = (
                 f"Where do I feel like an imposter because everyone knows more about {word}?",
             )
@@ -1150,6 +1165,7 @@ def build(
     seed: int = 26,
     sync_roles: Sequence[str] = ("user", "assistant"),
     writer: str = "auto",
+    timeline: str = "sessions",
     python: str | Path | None = None,
     environment: dict[str, str] | None = None,
 ) -> SampleLayout:
@@ -1159,15 +1175,18 @@ def build(
     questions); `BENCHMARK_SIZE` is the issue's (5,700 turns, 300 questions). `age_days` moves the
     whole home that many days further into the past. `sync_roles` goes into the home's
     ``config.yaml`` as the plugin's ``memory.mnemosyne.sync_roles`` (``("user",)`` is the plugin's
-    default). `writer` is one of `WRITERS`. `python` writes with another interpreter (its
-    Mnemosyne, and its plugin when it has one), which must find mnemo-ops through `environment`
-    (e.g. ``PYTHONPATH``). The caller's own ``MNEMOSYNE_*`` variables are not passed on, so the home
-    is written with the defaults and the home's config only (`environment` may still set some).
+    default). `writer` is one of `WRITERS`, `timeline` one of `TIMELINES`. `python` writes with
+    another interpreter (its Mnemosyne, and its plugin when it has one), which must find mnemo-ops
+    through `environment` (e.g. ``PYTHONPATH``). The caller's own ``MNEMOSYNE_*`` variables are not
+    passed on, so the home is written with the defaults and the home's config only (`environment`
+    may still set some).
     """
     started = time.monotonic()
     roles = tuple(dict.fromkeys(sync_roles))
     if not roles or not set(roles) <= {"user", "assistant"}:
         raise ValueError(f"sync_roles must name user and/or assistant, got {sync_roles!r}")
+    if timeline not in TIMELINES:
+        raise ValueError(f"timeline must be one of {', '.join(TIMELINES)}, got {timeline!r}")
     if writer not in WRITERS:
         raise ValueError(f"writer must be one of {', '.join(WRITERS)}, got {writer!r}")
     if age_days < 0:
@@ -1202,6 +1221,7 @@ def build(
         "age_days": age_days,
         "sync_roles": list(roles),
         "writer": writer,
+        "timeline": timeline,
     }
     base = {name: value for name, value in os.environ.items() if not name.startswith("MNEMOSYNE_")}
     child_environment = layout.environ(base=base, variables={"MNEMOSYNE_NO_EMBEDDINGS": "1"})
@@ -1222,6 +1242,7 @@ def build(
     manifest = {
         **sizes,
         "age_days": age_days,
+        "timeline": timeline,
         "sync_roles": list(roles),
         "writer": written["writer"],
         "versions": written["versions"],
@@ -1630,7 +1651,16 @@ def _write(spec: dict[str, Any]) -> dict[str, Any]:
     today = datetime.fromisoformat(newest).date()
     anchor = today - timedelta(days=1 + spec["age_days"])
     episodic = connection.execute("SELECT count(*) FROM episodic_memory").fetchone()[0]
-    backdate(connection, row_times(plan, anchor, ids))
+    if spec["timeline"] == "sessions":
+        times = row_times(plan, anchor, ids)
+    else:  # as written, only aged
+        times = {
+            memory_id: datetime.fromisoformat(timestamp) - timedelta(days=spec["age_days"])
+            for memory_id, timestamp in connection.execute(
+                "SELECT id, timestamp FROM working_memory"
+            )
+        }
+    backdate(connection, times)
     rows = dict(
         connection.execute(
             "SELECT CASE WHEN content LIKE '[USER] %' THEN 'user' WHEN content LIKE '[IDENTITY] %' "
@@ -1638,7 +1668,11 @@ def _write(spec: dict[str, Any]) -> dict[str, Any]:
             "count(*) FROM working_memory GROUP BY 1"
         ).fetchall()
     )
-    unshifted = unshifted_times(connection, sorted({today, date.today()}))
+    unshifted = (
+        unshifted_times(connection, sorted({today, date.today()}))
+        if spec["timeline"] == "sessions" or spec["age_days"]
+        else {}  # written and not aged: the build's date is every row's date
+    )
     connection.close()
     return {
         "ids": ids,

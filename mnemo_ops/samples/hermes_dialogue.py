@@ -858,7 +858,7 @@ DOMAINS = {
     "music": "with music",
     "renovation": "in the house",
 }
-"""Where a theme's achievements happen, so a question about one names its part of the user's life."""
+"""Where a theme's achievements happen (a question about one names that part of the user's life)."""
 GENERIC_EVENTS = (
     ("had lunch with {person} at {venue}", "have lunch with {person} at {venue}"),
     ("went to {person}'s birthday party", "go to {person}'s birthday party"),

@@ -20,7 +20,9 @@ from mnemo_ops.samples import hermes_conversations as homes
 from mnemo_ops.samples.sample_database import SampleLayout
 
 PLUGIN = importlib.util.find_spec("mnemosyne_hermes") is not None
-NO_PLUGIN = "mnemosyne-hermes is not installed in this venv (the 4.0 venv has it): rows were written by BeamMemory"
+NO_PLUGIN = (
+    "mnemosyne-hermes is not installed here (the 4.0 venv has it); BeamMemory wrote the rows"
+)
 AGE = 10
 
 
@@ -255,3 +257,24 @@ def test_relative_dates_resolve_as_said():
     assert friday.resolve(date(2026, 11, 27)).startswith("Friday, 20 November 2026")
     tomorrow = next(item for item in homes.words.FUTURE_RELATIVE if item.phrase == "tomorrow")
     assert tomorrow.resolve(date(2026, 12, 31)) == "Friday, 1 January 2027"
+
+
+def test_a_written_timeline_aged_with_the_plugins_default_roles(tmp_path):
+    layout = homes.build(
+        tmp_path / "written",
+        conversations=1,
+        sessions_per_conversation=2,
+        turns_per_session=12,
+        age_days=AGE,
+        sync_roles=("user",),
+        timeline="written",
+    )
+    assert "sync_roles: [user]" in (layout.hermes_home / "config.yaml").read_text()
+    written = rows(layout)
+    assert written and not any(row["content"].startswith("[ASSISTANT]") for row in written)
+    times = sorted(datetime.fromisoformat(row["timestamp"]) for row in written)
+    # As the plugin stamped them, a few seconds apart, moved back 10 days.
+    assert times[-1] - times[0] < timedelta(minutes=10)
+    today = date.fromisoformat(homes.read_manifest(layout)["today"])
+    assert times[-1].date() == today - timedelta(days=AGE)
+    assert load_suite(layout.state_dir / "eval" / "suite.jsonl").cases
