@@ -805,26 +805,44 @@ class ConversationWriter:
         rng = self.rng
         domain = words.DOMAINS[self.theme.name]
         kind = self.kind("identity", ("proud", "imposter", "feel like a", "don't know how"))
+        # Several phrasings of each feeling: a real user's identity statements do not share a
+        # template's words, which would give every one of them lexical evidence for any other.
         if kind == "proud":
             clause, expect = rng.choice(self.theme.achievements)
-            user = f"I'm proud I finally {clause}."
+            user = rng.choice(
+                (
+                    f"I'm proud I finally {clause}.",
+                    f"Not to brag, but I'm proud of myself: I {clause}.",
+                    f"I {clause}, and honestly I'm proud of that.",
+                )
+            )
             queries = (
                 f"What am I proud of {domain}?",
-                f"What did I finally manage {domain} that I'm proud of?",
+                f"What did I achieve {domain} that I'm proud of?",
             )
         elif kind == "imposter":
             expect, word = self.theme.group, self.topic_word()
-            user = (
-                f"Honestly I'm feeling like an imposter at the {expect} lately, "
-                f"everyone knows more about {word}."
+            user = rng.choice(
+                (
+                    f"Honestly I'm feeling like an imposter at the {expect} lately, "
+                    f"everyone knows more about {word}.",
+                    f"At the {expect} I get this imposter feeling, they all talk about {word} "
+                    "like experts.",
+                    f"Does everyone feel like an impostor sometimes? The {expect} people know so "
+                    f"much about {word}.",
+                )
             )
-            queries = (
-                f"Where do I feel like an imposter because everyone knows more about {word}?",
-            )
+            queries = (f"Where do I feel like an imposter because of the {word} talk?",)
         elif kind == "feel like a":
             clause, _ = rng.choice(self.theme.achievements)
             expect = f"real {words.ROLE_NOUNS[self.theme.name]}"
-            user = f"I feel like a {expect} now that I {clause}."
+            user = rng.choice(
+                (
+                    f"I feel like a {expect} now that I {clause}.",
+                    f"Since I {clause}, I feel like a {expect}.",
+                    f"Weird thing to say, but I feel like a {expect} these days; I {clause}.",
+                )
+            )
             queries = (
                 f"What do I feel like now that I {clause}?",
                 f"What have I started to feel like {domain}?",
@@ -834,9 +852,15 @@ class ConversationWriter:
             expect = expect.format(
                 person=self.person(), city=self.cities.take(), venue=self.venues.take()
             )
-            user = f"I don't know how to {expect}, it's driving me mad."
+            user = rng.choice(
+                (
+                    f"I don't know how to {expect}, it's driving me mad.",
+                    f"Help, I don't know how to {expect} and everyone assumes I do.",
+                    f"I don't even know how to {expect}, to be honest.",
+                )
+            )
             queries = (
-                f"What don't I know how to do {domain}?",
+                f"What is it {domain} that I can't work out how to do?",
                 f"What is driving me mad {domain}?",
             )
         statement = self.state(

@@ -248,6 +248,11 @@ def test_the_benchmark_size():
         assert all(
             len(exchange.user) < homes.USER_LIMIT for _, exchange in conversation.exchanges()
         )
+        said = {exchange.key: exchange.user for _, exchange in conversation.exchanges()}
+        for question in conversation.questions:
+            for evidence in question.evidence:
+                if evidence.role == "identity":  # the plugin will write its [IDENTITY] row
+                    assert homes.identity_signal(said[evidence.key]), said[evidence.key]
 
 
 def test_relative_dates_resolve_as_said():
