@@ -37,7 +37,7 @@ from ``hermes_home`` and names the session ``hermes_<chat key>`` itself. It stor
 
 Mnemosyne's own write path adds, per row, what it always adds: entity ``mentions`` and an
 ``occurred_on`` annotation, a gist, regex ``memoria_*`` facts and preferences, an ``event_date``
-parsed from the text, and on 3.15 ``facts`` / ``consolidated_facts`` rows and ``ctx`` edges.
+parsed from the text, ``facts`` / ``consolidated_facts`` rows and ``ctx`` edges (both lines).
 
 **The plugin's auto-sleep** is left as the plugin configures it (on; every 10th turn of a provider
 it sleeps the session when it holds more than 50 working rows and some unconsolidated row is
@@ -63,7 +63,7 @@ many days further into the past (the issue's aged case: ``age_days=10``, every m
 days old). Backdating moves every time Mnemosyne derived from the write time: the row's
 ``timestamp`` and ``created_at``, its ``event_date`` (re-parsed by Mnemosyne's own temporal parser
 with the session's time as the reference, as it would have been parsed then), ``occurred_on``
-annotations, gists, and 3.15's facts and edges. The temporal questions' answers are resolved from
+annotations, gists, facts and their edges. The temporal questions' answers are resolved from
 the session's (aged) date. With ``timeline="written"`` the rows keep the times the plugin stamped
 (the whole history written within a minute or two, as an import through the plugin leaves it),
 moved back by `age_days` only; the temporal answers are still resolved from the plan's session
@@ -1514,7 +1514,7 @@ DERIVED_TIMES = (
     ("memories", "id", ("timestamp", "created_at")),
 )
 """Rows Mnemosyne derives from a memory at write time and stamps with the write time: (table, the
-column naming the memory, the time columns). 3.15's ``ctx`` edges and consolidated facts are
+column naming the memory, the time columns). The ``ctx`` edges and consolidated facts are
 handled apart (their owner is spelled inside other values)."""
 
 
@@ -1581,7 +1581,7 @@ def backdate(connection: sqlite3.Connection, times: dict[str, datetime]) -> None
                 [(times[memory_id].date().isoformat(), memory_id) for memory_id in deltas],
             )
         if "graph_edges" in tables:
-            # 3.15's episodic graph links a memory's gist to its facts: gist_<id> -> fact_<id>_<n>.
+            # The episodic graph links a memory's gist to its facts: gist_<id> -> fact_<id>_<n>.
             for rowid, source, timestamp, created_at in connection.execute(
                 "SELECT rowid, source, timestamp, created_at FROM graph_edges"
             ).fetchall():
