@@ -1104,6 +1104,7 @@ def _place_world_changes(rng: random.Random, world: World, timelines: list[list[
         return  # a home of a day or two has no changes
 
     def nearest(days_before: float) -> tuple[int, int]:
+        """The (conversation, days before) of the session nearest that many days back."""
         number, session = min(
             every, key=lambda item: (abs(item[1].days_before - days_before), item[0])
         )
