@@ -971,6 +971,15 @@ class ApproximateExplainer:
         self.instances: dict[str, Any] = {}
         self.recorder = RecallRecorder()
 
+    def filter_rule(self, row: dict[str, Any]) -> tuple[str | None, str]:
+        """The approximation's one filter, the plugin's score and importance cut (None: passes)."""
+        score, importance = _score(row), float(row.get("importance") or 0.0)
+        if score < HERMES["min_score"] and importance < HERMES["min_importance"]:
+            return "score-and-importance", (
+                f"score {score:.3f} below 0.20 and importance {importance:.2f} below 0.65"
+            )
+        return None, ""
+
     def explain(self, query: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
         """One query explained as the approximation decides it."""
         from mnemosyne.core.memory import Mnemosyne
@@ -996,13 +1005,9 @@ class ApproximateExplainer:
                 "origin": "recall",
                 "recall_rank": rank,
             }
-            score, importance = _score(row), float(row.get("importance") or 0.0)
-            if score < HERMES["min_score"] and importance < HERMES["min_importance"]:
-                candidate.update(
-                    outcome="filtered",
-                    reason="score-and-importance",
-                    detail=f"score {score:.3f} below 0.20 and importance {importance:.2f} below 0.65",
-                )
+            rule, detail = self.filter_rule(row)
+            if rule:
+                candidate.update(outcome="filtered", reason=rule, detail=detail)
             else:
                 passing += 1
                 candidate["rank"] = passing
