@@ -626,11 +626,10 @@ def missing_hint(db_path: Path, target: dict[str, Any], recalled_in: str | None)
         )
     if here:
         parts.append(
-            f"live and in this recall's scope ({here[0]['id']}): Mnemosyne's own ranking leaves "
-            "it out"
+            f"live and in this recall's scope ({here[0]['id']}): Mnemosyne's recall leaves it out"
             if len(here) == 1
             else f"{len(here)} live and in this recall's scope ({here[0]['id']}, ...): "
-            "Mnemosyne's own ranking leaves them out"
+            "Mnemosyne's recall leaves them out"
         )
     return "; ".join(parts)
 
