@@ -38,7 +38,7 @@ def render_header(console: Console, run: dict, extra: str = "") -> None:
         f"{plugin}",
         markup=False,
     )
-    for note in run["notes"]:
+    for note in run["profile_notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}")
 
 

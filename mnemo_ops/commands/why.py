@@ -15,6 +15,7 @@ from rich.table import Table
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
 from mnemo_ops.commands.eval_explain import STYLES, render_header
 from mnemo_ops.core.progress import ProgressReporter
+from mnemo_ops.evaluation.engines.mnemosyne_worker import NEW_CONVERSATION_KEY
 from mnemo_ops.evaluation.explain import MISMATCH, QuestionExplanation, explain_question
 
 SCORE_COLUMNS = ("final", "keyword", "fts", "dense", "importance", "recency_decay")
@@ -40,7 +41,11 @@ def render_question(console: Console, explained: QuestionExplanation) -> None:
     query = explained.explanation
     render_header(console, data)
     where = query.recalled_in or "every session"
-    latest = " (the latest conversation)" if query.session is None and query.session_key else ""
+    latest = ""
+    if query.session_key == NEW_CONVERSATION_KEY:
+        latest = " (a new conversation: the plugin wrote no session here)"
+    elif query.session is None and query.session_key:
+        latest = " (the latest conversation)"
     console.print(f"question {query.query!r}, recalled in {where}{latest}", markup=False)
     if query.recall_query != query.query:
         console.print(f"  the plugin asked recall for {query.recall_query!r}", markup=False)

@@ -282,7 +282,7 @@ class Run:
             "plugin_version": self.plugin_version,
             "approximate": self.approximate,
             "depth": self.depth,
-            "notes": self.notes(),
+            "profile_notes": self.notes(),
         }
 
 

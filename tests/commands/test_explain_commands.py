@@ -6,9 +6,18 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import subprocess
+import sys
 from datetime import datetime, timedelta
 
 from tests.conftest import run_cli
+
+HAS_PLUGIN = (
+    subprocess.run(
+        [sys.executable, "-c", "import mnemosyne_hermes"], capture_output=True, timeout=120
+    ).returncode
+    == 0
+)
 
 
 def parse(process) -> dict:
@@ -103,6 +112,9 @@ def test_why_json_is_one_object_with_the_candidates(agent_conversations):
     assert data["recalled_in"] == case["session"]
     assert data["candidates"] and all("scores" in item for item in data["candidates"])
     assert [target["kind"] for target in data["targets"]] == ["id"]
+    # What the reader must know about the profile, beside the question's own notes.
+    assert data["approximate"] is (not HAS_PLUGIN) and isinstance(data["notes"], list)
+    assert any("approximation" in note for note in data["profile_notes"]) is (not HAS_PLUGIN)
 
 
 def test_usage_and_database_problems_exit_2(agent_conversations, tmp_path):

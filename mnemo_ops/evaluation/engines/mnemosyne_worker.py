@@ -917,12 +917,16 @@ class PrefetchExplainer:
 
 
 def _stages_text(trace: dict[str, Any]) -> str:
-    """Mnemosyne's recall stages in a few words (how many candidates each found and kept): a
-    memory the lexical search found but the relevance gate dropped shows here."""
-    stages = [
-        f"{stage.get('name')} {stage.get('raw_count', 0)} found, {stage.get('kept_count', 0)} kept"
-        for stage in trace.get("stages") or []
-    ]
+    """Mnemosyne's recall stages in a few words (how many candidates each found, how many were in
+    scope and live, how many it kept): a memory its search found but its relevance gate dropped
+    shows here."""
+    stages = []
+    for stage in trace.get("stages") or []:
+        found, kept = stage.get("raw_count", 0), stage.get("kept_count", 0)
+        scoped = stage.get("after_filter_count", found)
+        # Rows its search found outside the session or closed are dropped before any scoring.
+        middle = f", {scoped} in scope and live" if scoped != found else ""
+        stages.append(f"{stage.get('name')} {found} found{middle}, {kept} kept")
     return f" (its stages: {'; '.join(stages)})" if stages else ""
 
 
