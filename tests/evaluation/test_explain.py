@@ -327,3 +327,45 @@ def test_without_the_plugin_the_approximation_is_explained_and_said(agent_conver
     rules = {c.reason for case in explained.cases for c in case.explanation.candidates}
     assert rules <= {"injected", "ranked-out", "score-and-importance"}
     assert not explained.mismatches
+
+
+@needs_plugin
+def test_canonical_lines_are_explained_and_mapped_to_their_rows(agent_conversations, tmp_path):
+    """After memory-maintain promotes the stated facts, the plugin appends canonical lines: the
+    replay still matches the engine, and a canonical line answers for its lineage's row."""
+    from tests.conftest import run_cli
+
+    config = tmp_path / "config.yaml"
+    config.write_text("guard:\n  enabled: false\n", encoding="utf-8")
+    promoted = run_cli(
+        agent_conversations,
+        "--config",
+        str(config),
+        "run",
+        "memory-maintain",
+        "-o",
+        "link=false",
+        timeout=600,
+    )
+    assert promoted.returncode == 0, promoted.stderr
+    settings = settings_of(agent_conversations)
+    suite = suite_of(agent_conversations)
+    explained = explain_suite(settings, suite)
+    engine = MnemosyneEngine.from_settings(settings, profile="hermes")
+    ranked = engine.recall_many([Query(c.query, 10, c.session) for c in suite.cases])
+    assert not explained.mismatches
+    for case, items in zip(explained.cases, ranked):
+        assert [str(item["id"]) for item in case.explanation.injected] == [i.id for i in items]
+    canonical = [
+        (case, candidate)
+        for case in explained.cases
+        for candidate in case.explanation.candidates
+        if candidate.canonical and candidate.outcome == "injected"
+    ]
+    assert canonical
+    answered = [
+        case
+        for case, candidate in canonical
+        if candidate.id in case.case.relevant and candidate.recall_rank is None
+    ]
+    assert answered and all(case.passed for case in answered)
