@@ -2,7 +2,8 @@
 
 Run by ``engines/mnemosyne.run_worker`` through ``foundation.child_process`` with
 ``MNEMOSYNE_DATA_DIR``/``HERMES_HOME`` already pointed at a temp dir. The request's ``mode`` is
-``recall`` or ``store``; progress messages carry a count done, the result the answers and the
+``recall``, ``store`` or ``explain`` (why each query's expected memories were or were not
+injected: `explain`); progress messages carry a count done, the result the answers and the
 ``mnemosyne_version`` that produced them. Anything Mnemosyne prints goes to stderr.
 
 Profiles (``request["profile"]``): ``plain`` (Mnemosyne's recall with top k), ``hermes`` (what the
