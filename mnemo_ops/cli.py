@@ -24,6 +24,7 @@ from mnemo_ops.commands import (
     systemd,
     topics,
     trigger,
+    why,
 )
 from mnemo_ops.commands import eval as eval_commands
 from mnemo_ops.commands.common import CURRENT, configure_logging
@@ -95,6 +96,7 @@ COMMAND_MODULES = (
     backup,
     trigger,
     eval_commands,
+    why,
     quarantine,
     capture,
     report,

@@ -115,6 +115,22 @@ def conversations(conversations_template, tmp_path) -> SampleLayout:
     return copy_sample(conversations_template, tmp_path / "conversations")
 
 
+@pytest.fixture(scope="session")
+def agent_conversations_template(conversations_template, tmp_path_factory) -> SampleLayout:
+    """The conversation home with its sessions made the Hermes plugin's own (``hermes_<session>``,
+    so the plugin's prefetch finds them), built once per session."""
+    from mnemo_ops.samples.conversations import as_agent_sessions
+
+    target = tmp_path_factory.mktemp("agent-conversations") / "home"
+    return as_agent_sessions(copy_sample(conversations_template, target))
+
+
+@pytest.fixture
+def agent_conversations(agent_conversations_template, tmp_path) -> SampleLayout:
+    """A private copy of the agent-session conversation home for one test."""
+    return copy_sample(agent_conversations_template, tmp_path / "agent-conversations")
+
+
 @pytest.fixture
 def sample_settings(sample) -> Settings:
     """Settings resolved for the test's sample home, as the CLI would resolve them."""

@@ -1,9 +1,10 @@
-"""``mnemo-ops eval run|baseline|compare|import``: the retrieval eval and the deploy gate.
+"""``mnemo-ops eval run|baseline|compare|explain|import``: the retrieval eval and the deploy gate.
 
 ``eval run`` and ``eval baseline`` go through the runner as the ``retrieval-eval`` job (so they get
 the result contract, the ledger row and monitoring); ``eval import`` builds a Mnemosyne database
 and a suite from a LoCoMo or LongMemEval file; ``eval compare`` sets two results side by side
-(the current Mnemosyne's baseline and an upgrade candidate's run).
+(the current Mnemosyne's baseline and an upgrade candidate's run); ``eval explain``
+(``commands/eval_explain``) says why each case's memory was or was not given to the agent.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from mnemo_ops.commands import eval_explain
 from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
 from mnemo_ops.commands.render import render_result
 from mnemo_ops.core.results import JobResult
@@ -136,6 +138,7 @@ def register(app: typer.Typer) -> None:
         "Retrieval eval: run a suite against recall, write baselines, compare results, import benchmarks.\n\n"
         "Example: mnemo-ops eval run --suite fixtures/eval/sample.jsonl --baseline baseline.json",
     )
+    eval_explain.register(group)
     imports = command_group(
         group,
         "import",

@@ -53,6 +53,8 @@ def _stats(evaluation: Evaluation) -> dict[str, Any]:
         "metrics": evaluation.metrics,
         "per_category": evaluation.per_category,
         **({"receives": evaluation.receives} if evaluation.receives else {}),
+        # Why the misses were missed: mnemo-ops eval explain (several recalls a case: not nightly).
+        "misses_per_category": history.misses_by_category(evaluation),
         "regressions": [],
         "metric_drops": [],
         # Each case's outcome, in the form of a baseline's cases, so ``eval compare`` can set a run
@@ -84,6 +86,7 @@ def _record_history(ctx: JobContext, evaluation: Evaluation, regressions: int, s
             metrics=evaluation.metrics,
             regressions=regressions,
             status=status,
+            misses=history.misses_by_category(evaluation),
         )
     finally:
         state_db.close()

@@ -473,6 +473,42 @@ def build(
     return layout
 
 
+AGENT_SESSION_PREFIX = "hermes_"
+"""How the Hermes plugin names the sessions it writes: ``hermes_<session key>``."""
+
+
+def as_agent_sessions(layout: SampleLayout) -> SampleLayout:
+    """Make the home's conversations the Hermes plugin's own: session ``garden-01`` becomes
+    ``hermes_garden-01`` (rows, their channel, and the suite's cases), so the plugin's prefetch,
+    which recalls only in ``hermes_<key>`` sessions, finds them as the agent would. In place, on a
+    home of ours (a copy); returns `layout`."""
+    import sqlite3
+
+    connection = sqlite3.connect(layout.db_path)
+    with connection:
+        for table in ("working_memory", "episodic_memory", "memories"):
+            columns = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+            if "session_id" not in columns:
+                continue
+            renamed = ["session_id = ?1 || session_id"]
+            if "channel_id" in columns:
+                renamed.append("channel_id = ?1 || session_id")
+            connection.execute(
+                f"UPDATE {table} SET {', '.join(renamed)} WHERE session_id NOT LIKE ?2 "
+                "ESCAPE '\\' AND session_id != 'global'",
+                (AGENT_SESSION_PREFIX, AGENT_SESSION_PREFIX.replace("_", "\\_") + "%"),
+            )
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    suite = layout.state_dir / "eval" / "suite.jsonl"
+    cases = [json.loads(line) for line in suite.read_text(encoding="utf-8").splitlines() if line]
+    for case in cases:
+        if case.get("session") and not case["session"].startswith(AGENT_SESSION_PREFIX):
+            case["session"] = AGENT_SESSION_PREFIX + case["session"]
+    suite.write_text("".join(json.dumps(case) + "\n" for case in cases), encoding="utf-8")
+    return layout
+
+
 def _write(spec: dict[str, Any]) -> dict[str, str | None]:
     """Runs in the child: store every turn through Mnemosyne, then age the rows; return key -> id."""
     from mnemosyne.core.memory import Mnemosyne

@@ -1,6 +1,7 @@
 """The morning report: what ran, what is overdue, what needs a human (with the command that fixes it),
-backups, the eval trend and memory growth, built here as one `Report` object (``selfcare/report_render``
-renders it as text, markdown or JSON and writes the day's file).
+backups, the eval trend and the week's largest category of eval misses, and memory growth, built
+here as one `Report` object (``selfcare/report_render`` renders it as text, markdown or JSON and
+writes the day's file).
 
 Open warnings are those of the latest completed run of each job in the ledger (``runs.result_json``).
 The findings that depend on the clock (overdue and failing jobs, backup freshness) are recomputed now,
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from mnemo_ops import database
@@ -34,6 +36,10 @@ from mnemo_ops.settings import Settings
 LIVE_AUDITS = ("jobs", "backups")
 """Audits re-run for every report: their findings change with the clock alone."""
 EVAL_TREND_RUNS = 7
+EVAL_MISSES_DAYS = 7
+"""The week whose eval misses the report sums per category (``eval_misses``)."""
+EXPLAIN_COMMAND = "mnemo-ops eval explain --only misses"
+"""Where the report sends the reader to learn why the cases were missed."""
 LEARNED_DAYS = 7
 """"Learned this week": the lessons self-reflection stored or confirmed in the last 7 days."""
 
@@ -56,6 +62,7 @@ class Report:
     guard: dict[str, Any] = dataclasses.field(default_factory=dict)
     memory_blocks: dict[str, Any] = dataclasses.field(default_factory=dict)
     learned: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    eval_misses: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def run_counts(self) -> dict[str, int]:
@@ -106,6 +113,7 @@ class Report:
             "warnings": self.warnings,
             "backups": self.backups,
             "eval_trend": self.eval_trend,
+            "eval_misses": self.eval_misses,
             "growth": self.growth,
             "quarantine": self.quarantine,
             "guard": self.guard,
@@ -200,6 +208,75 @@ def _eval_trend(ledger) -> list[dict[str, Any]]:
             }
         )
     return trend
+
+
+def _eval_misses(settings: Settings, ledger, now: datetime) -> dict[str, Any]:
+    """The week's eval misses per category, summed over the runs of the latest run's suite, and
+    the largest category; {} when no run of the week recorded its misses.
+
+    Why those cases were missed is left to ``mnemo-ops eval explain`` (several recalls a case,
+    too many for every night): the report names the category and the command.
+    """
+    if ledger is None or "eval_history" not in ledger.table_names():
+        return {}
+    if "misses_json" not in ledger["eval_history"].columns_dict:
+        return {}
+    since = isoformat(now - timedelta(days=EVAL_MISSES_DAYS))
+    rows = list(
+        ledger.query(
+            "SELECT suite, run_at, misses_json FROM eval_history WHERE run_at >= ? "
+            "AND misses_json IS NOT NULL AND misses_json != '{}' ORDER BY run_at DESC, id DESC",
+            [since],
+        )
+    )
+    if not rows:
+        return {}
+    suite = rows[0]["suite"]
+    runs = []
+    for row in rows:
+        if row["suite"] != suite:
+            continue
+        try:
+            misses = json.loads(row["misses_json"])
+        except ValueError:
+            continue
+        if isinstance(misses, dict):
+            runs.append(misses)
+    categories: dict[str, dict[str, Any]] = {}
+    for number, misses in enumerate(runs):
+        for category, figures in misses.items():
+            if not isinstance(figures, dict):
+                continue
+            entry = categories.setdefault(
+                category,
+                {"runs": 0, "missed": 0, "latest_missed": None, "cases": None, "examples": []},
+            )
+            entry["runs"] += 1
+            entry["missed"] += int(figures.get("missed") or 0)
+            if number == 0:  # the newest run first
+                entry["latest_missed"] = int(figures.get("missed") or 0)
+                entry["cases"] = int(figures.get("cases") or 0)
+                entry["examples"] = list(figures.get("examples") or [])[:3]
+    for entry in categories.values():
+        entry["missed_per_run"] = round(entry["missed"] / entry["runs"], 2) if entry["runs"] else 0
+    missed = {name: entry for name, entry in categories.items() if entry["missed"]}
+    largest = (
+        max(missed, key=lambda name: (missed[name]["missed"], missed[name]["latest_missed"] or 0))
+        if missed
+        else None
+    )
+    configured = settings.retrieval_eval.suite
+    default = settings.state_dir / "eval" / "suite.jsonl"
+    chosen = str(Path(configured).expanduser().absolute()) if configured else str(default)
+    command = EXPLAIN_COMMAND if suite == chosen else f"{EXPLAIN_COMMAND} --suite {suite}"
+    return {
+        "days": EVAL_MISSES_DAYS,
+        "suite": suite,
+        "runs": len(runs),
+        "categories": dict(sorted(categories.items())),
+        "largest": {"category": largest, **missed[largest]} if largest else None,
+        "explain": command,
+    }
 
 
 def _guard_summary(ledger) -> dict[str, Any]:
@@ -391,6 +468,7 @@ def build_report(
             warnings=warnings,
             backups=backup_status(settings, now),
             eval_trend=_eval_trend(ledger),
+            eval_misses=_eval_misses(settings, ledger, now),
             growth=growth,
             quarantine=_quarantine_summary(settings, start),
             guard=_guard_summary(ledger),

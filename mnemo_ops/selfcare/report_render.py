@@ -128,6 +128,22 @@ def _metric_summary(trend: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _misses_line(misses: dict[str, Any]) -> str:
+    """The week's largest category of eval misses, and where to learn why."""
+    if not misses:
+        return "no eval run recorded its misses this week"
+    largest = misses.get("largest")
+    if not largest:
+        return f"no case missed in the {misses['runs']} run(s) of the last {misses['days']} days"
+    examples = ", ".join(largest.get("examples") or [])
+    return (
+        f"largest category of misses in the last {misses['days']} days: {largest['category']}, "
+        f"{largest['missed']} missed case(s) over {largest['runs']} run(s) "
+        f"({largest['latest_missed']} of {largest['cases']} in the latest"
+        f"{': ' + examples if examples else ''}); why: {misses['explain']}"
+    )
+
+
 def _learned_lines(learned: list[dict[str, Any]]) -> list[str]:
     if not learned:
         return ["nothing new (self-reflection runs on Sundays at 23:00)"]
@@ -172,6 +188,7 @@ def render_text(report: Report) -> str:
     lines.append(f"Backups: {_backup_line(report.backups)}")
     lines.append(f"Quarantine: {_quarantine_line(report.quarantine)}")
     lines.append("Eval trend: " + "; ".join(_metric_summary(report.eval_trend)))
+    lines.append(f"Eval misses: {_misses_line(report.eval_misses)}")
     lines.append("Recall guard:")
     lines += [f"  {line}" for line in _guard_lines(report.guard)]
     lines.append("Memory blocks:")
@@ -242,6 +259,7 @@ def render_markdown(report: Report) -> str:
         "",
     ]
     lines += [f"- {line}" for line in _metric_summary(report.eval_trend)]
+    lines.append(f"- {_cell(_misses_line(report.eval_misses))}")
     lines += ["", "## Recall guard", ""]
     lines += [f"- {_cell(line)}" for line in _guard_lines(report.guard)]
     lines += ["", "## Memory blocks", ""]

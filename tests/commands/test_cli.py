@@ -25,6 +25,7 @@ GROUPS = [
     "backup",
     "trigger",
     "eval",
+    "why",
     "quarantine",
     "capture",
     "report",
@@ -65,6 +66,8 @@ def test_help_lists_commands():
         "forgotten restore",
         "eval run",
         "eval compare",
+        "eval explain",
+        "why",
     ],
 )
 def test_every_command_help_has_an_example(command):

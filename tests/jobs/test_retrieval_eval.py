@@ -450,3 +450,19 @@ def test_k_from_flag_then_suite_then_config(cli, tmp_path):
         )
     )
     assert "recall@4" in from_config["stats"]["metrics"]
+
+
+def test_each_run_records_its_misses_per_category(cli, sample):
+    close_memory(sample, "heirloom tomatoes")
+    ran = cli("--json", "eval", "run", "--engine", "builtin", "--suite", str(SAMPLE_SUITE))
+    assert ran.returncode == 0, ran.stderr
+    stats = parse(ran)["stats"]
+    recorded = json.loads(history_rows(sample)[-1]["misses_json"])
+    assert recorded == stats["misses_per_category"]
+    assert "garden-crop" in recorded["fact"]["examples"]
+    cases = {case["id"]: case for case in map(json.loads, SAMPLE_SUITE.read_text().splitlines())}
+    for category, figures in recorded.items():
+        in_category = [c for c in cases.values() if c.get("category", "uncategorized") == category]
+        assert figures["cases"] == len(in_category)
+        missed = [c for c, r in stats["case_results"].items() if not r["passed"]]
+        assert figures["missed"] == sum(1 for c in missed if cases[c].get("category") == category)

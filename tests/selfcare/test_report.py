@@ -135,6 +135,63 @@ def test_eval_trend_from_eval_history(sample, tmp_path):
     assert "recall@10 0.880 (+0.060 over 7 runs)" in text
 
 
+def _record_misses(settings, days_ago: float, misses: dict, suite: str = "default") -> None:
+    ledger = state.open_state(settings.state_db_path)
+    eval_history.record(
+        ledger,
+        run_at=(utc_now() - timedelta(days=days_ago)).isoformat(),
+        suite=suite,
+        suite_sha256="x",
+        engine="mnemosyne",
+        k=10,
+        metrics={"recall@10": 0.8},
+        regressions=0,
+        status="ok",
+        misses=misses,
+    )
+    ledger.close()
+
+
+def test_the_report_names_the_weeks_largest_category_of_misses(sample, tmp_path):
+    settings = settings_for(sample, write_config(tmp_path))
+    assert report.build_report(settings).eval_misses == {}
+    suite = str(settings.state_dir / "eval" / "suite.jsonl")
+
+    def misses(garden: int, travel: int) -> dict:
+        return {
+            "garden": {"cases": 12, "missed": garden, "examples": [f"g{n}" for n in range(garden)]},
+            "travel": {"cases": 12, "missed": travel, "examples": [f"t{n}" for n in range(travel)]},
+        }
+
+    _record_misses(settings, 20, misses(0, 12), suite)  # older than the week: not counted
+    _record_misses(settings, 3, misses(3, 1), suite)
+    _record_misses(settings, 2, misses(2, 1), suite)
+    _record_misses(settings, 1, misses(4, 2), suite)
+    built = report.build_report(settings)
+    largest = built.eval_misses["largest"]
+    assert (largest["category"], largest["missed"], largest["runs"]) == ("garden", 9, 3)
+    assert (largest["latest_missed"], largest["cases"]) == (4, 12)
+    assert built.eval_misses["explain"] == "mnemo-ops eval explain --only misses"
+    for output_format in ("text", "markdown"):
+        text = report_render.render(built, output_format)
+        assert "largest category of misses in the last 7 days: garden" in text
+        assert "4 of 12 in the latest: g0, g1, g2" in text
+        assert "why: mnemo-ops eval explain --only misses" in text
+    assert report.build_report(settings).to_dict()["eval_misses"]["largest"]["category"] == "garden"
+    # The newest run's suite decides; another suite's runs name their own suite in the pointer.
+    _record_misses(settings, 0.5, misses(0, 5), "/elsewhere/suite.jsonl")
+    other = report.build_report(settings).eval_misses
+    assert other["largest"]["category"] == "travel" and other["runs"] == 1
+    assert other["explain"] == "mnemo-ops eval explain --only misses --suite /elsewhere/suite.jsonl"
+
+
+def test_the_report_says_when_no_case_missed(sample, tmp_path):
+    settings = settings_for(sample, write_config(tmp_path))
+    _record_misses(settings, 1, {"fact": {"cases": 3, "missed": 0, "examples": []}})
+    text = report_render.render(report.build_report(settings), "text")
+    assert "Eval misses: no case missed in the 1 run(s) of the last 7 days" in text
+
+
 def test_open_warnings_come_from_the_latest_completed_run_of_each_job(healthy):
     settings, _ = healthy
     now = utc_now()

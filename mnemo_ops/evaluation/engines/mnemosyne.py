@@ -226,6 +226,24 @@ class MnemosyneEngine:
 
     def recall_many(self, queries: Sequence[Query], progress=None) -> list[list[Retrieved]]:
         """Snapshot the DB into a temp dir, recall every query in a child process, read the ranks back."""
+        reply = self.run_on_snapshot(
+            {
+                "mode": "recall",
+                "queries": [{"text": q.text, "k": q.k, "session": q.session} for q in queries],
+                "cost_sample": self.cost_sample,
+            },
+            progress,
+        )
+        self.last_turns = list(reply.get("turns") or [])
+        return [
+            [Retrieved(id=str(item["id"]), content=item.get("content") or "") for item in ranked]
+            for ranked in reply["results"]
+        ]
+
+    def run_on_snapshot(self, work: dict[str, Any], progress=None) -> dict[str, Any]:
+        """Run the worker's `work` (its ``mode`` and ``queries``) on a snapshot copy in a temp dir,
+        with this engine's options, and return its reply (the engine's version and profile
+        updated from it)."""
         with tempfile.TemporaryDirectory(prefix="mnemo-ops-eval-") as temporary:
             root = Path(temporary)
             data_dir = root / "hermes" / "mnemosyne" / "data"
@@ -238,7 +256,7 @@ class MnemosyneEngine:
             environment["PYTHONHASHSEED"] = "0"
             self._copy_hermes_config(root / "hermes")
             request = {
-                "mode": "recall",
+                **work,
                 "db_path": str(snapshot),
                 "config_overrides": self.effective_environment(),
                 "use_associative": self.use_associative,
@@ -247,8 +265,6 @@ class MnemosyneEngine:
                 # A case without a session has none to be scoped to: it is recalled across sessions,
                 # unless the config turned cross-session recall off explicitly.
                 "sessionless_cross_session": self.cross_session is not False,
-                "queries": [{"text": q.text, "k": q.k, "session": q.session} for q in queries],
-                "cost_sample": self.cost_sample,
             }
             reply = run_worker(request, environment, progress, self.timeout_s, python=self.python)
         if reply.get(
@@ -257,11 +273,7 @@ class MnemosyneEngine:
             self._version = f"mnemosyne-memory {reply['mnemosyne_version']}"
         self.profile_used = reply.get("profile_used") or self.profile
         self.plugin_version = reply.get("plugin_version")
-        self.last_turns = list(reply.get("turns") or [])
-        return [
-            [Retrieved(id=str(item["id"]), content=item.get("content") or "") for item in ranked]
-            for ranked in reply["results"]
-        ]
+        return reply
 
     def _copy_hermes_config(self, temporary_home: Path) -> None:
         """The agent's Hermes config.yaml beside the snapshot: the plugin reads its settings there."""
