@@ -72,14 +72,25 @@ def _subset_metrics(ranks: dict[str, int | None], keys: list[str], cutoff: int) 
     return subset.metrics()
 
 
+AGENT_PROFILES = ("hermes", "hermes-approximate")
+"""Profiles that measure what the agent is given: a block of up to five lines, all in its prompt."""
+
+
 def _drops(
     label: str,
     before: dict[str, float],
     after: dict[str, float],
     tolerances: GuardOptions,
+    profile: str = "",
 ) -> list[str]:
+    """Metrics that fell past their tolerance. With an agent profile only what is received is
+    judged (recall): the plugin puts every injected line in the prompt at once, so a line moving
+    from first to second place within the block changes nothing the agent is given (the rank
+    metrics are still reported)."""
     problems = []
     for name, value in before.items():
+        if profile in AGENT_PROFILES and not name.startswith("recall"):
+            continue
         limit = (
             tolerances.recall_tolerance if name.startswith("recall") else tolerances.mrr_tolerance
         )
@@ -131,7 +142,7 @@ def decide(
         for probe in kept
         if before.ranks[probe.memory_id] and not after.ranks[probe.memory_id]
     ]
-    problems = _drops("probe", before_metrics, after_metrics, tolerances)
+    problems = _drops("probe", before_metrics, after_metrics, tolerances, before.profile)
     if len(newly_failing) > tolerances.max_newly_failing:
         problems.append(
             f"{len(newly_failing)} probes answered before are not now "
@@ -151,7 +162,9 @@ def decide(
         was = {outcome.case.id for outcome in before.suite.outcomes if outcome.score.passed}
         now = {outcome.case.id for outcome in after.suite.outcomes if outcome.score.passed}
         verdict.suite_newly_failing = sorted(was - now)
-        problems += _drops("eval suite", before.suite.metrics, after.suite.metrics, tolerances)
+        problems += _drops(
+            "eval suite", before.suite.metrics, after.suite.metrics, tolerances, before.profile
+        )
         if len(verdict.suite_newly_failing) > tolerances.max_newly_failing:
             problems.append(
                 f"{len(verdict.suite_newly_failing)} eval cases passed before and fail now "

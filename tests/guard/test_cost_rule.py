@@ -8,17 +8,28 @@ a job that names a ``costly_option`` (memory-maintain: ``link``) runs without th
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from mnemo_ops import database
 from mnemo_ops.evaluation.receives import Receives
 from mnemo_ops.guard import probes
 from mnemo_ops.guard.measure import Measurement
 from mnemo_ops.guard.verdict import decide
+from mnemo_ops.samples import hermes_conversations
 from mnemo_ops.samples.realistic_memories import add_realistic_memories
 from mnemo_ops.settings.sections import GuardOptions
 from tests.conftest import run_cli
 
+HAS_PLUGIN = (
+    subprocess.run(
+        [sys.executable, "-c", "import mnemosyne_hermes"], capture_output=True
+    ).returncode
+    == 0
+)
 PROBES = [probes.Probe(f"m{i}", "s", "c", ("a", "b", "c"), ("d",)) for i in range(4)]
 
 
@@ -116,3 +127,78 @@ def test_memory_maintain_defers_linking_that_costs_the_agent_too_much(sample, tm
     assert result["stats"]["guard"]["verdict"] == "ok"  # the rest, tried alone, was accepted
     assert _edges(sample.db_path) == edges_before  # no edge reached the live database
     assert result["changes"].get("edges_created", 0) == 0
+
+
+REMEMBER_FACTS = r"""
+import sqlite3, sys
+import mnemosyne_hermes as plugin
+home = sys.argv[1]
+connection = sqlite3.connect(home + "/mnemosyne/data/mnemosyne.db")
+rows = connection.execute(
+    "SELECT session_id, content FROM working_memory WHERE content LIKE '[USER] %'"
+).fetchall()
+connection.close()
+providers = {}
+for session, content in rows:
+    key = session[len("hermes_"):]
+    if key not in providers:
+        providers[key] = plugin.MnemosyneMemoryProvider()
+        providers[key].initialize(key, hermes_home=home)
+    providers[key].handle_tool_call("mnemosyne_remember", {
+        "content": content[len("[USER] "):], "source": "user", "veracity": "stated",
+        "importance": 0.8})
+"""
+
+
+@pytest.mark.skipif(
+    not HAS_PLUGIN, reason="the plugin's per-turn cost needs mnemosyne-hermes (4.0)"
+)
+def test_the_guard_refuses_the_promotions_that_make_the_plugins_prefetch_slower(tmp_path):
+    """The change the issue measured: memory-maintain promotes every fact the agent remembered
+    (source user, stated, 0.8) into a canonical fact, and the plugin tokenises every canonical
+    fact on every turn. Measured through the plugin, the guard sees the cost and refuses."""
+    home = hermes_conversations.build(tmp_path / "home")
+    environment = home.environ()
+    subprocess.run(
+        [sys.executable, "-c", REMEMBER_FACTS, str(home.directory / "hermes")],
+        env=environment,
+        check=True,
+        capture_output=True,
+    )
+    config = tmp_path / "config.yaml"
+    # Recall's tolerances wide and the floors at 0 on this small home (a few hundred facts cost a
+    # large home's agent a hundred milliseconds a turn): the cost is what is judged here.
+    config.write_text(
+        "guard:\n  probes: 40\n  cost_floor_sqlite_steps: 0\n  cost_floor_python_calls: 0\n"
+        "  recall_tolerance: 1\n  mrr_tolerance: 1\n  max_newly_failing: 1000\n"
+        "memory_maintain:\n  link: false\n",
+        encoding="utf-8",
+    )
+    completed = run_cli(
+        home, "--config", str(config), "--json", "run", "memory-maintain", timeout=900
+    )
+    result = json.loads(completed.stdout)
+    guard = result["stats"]["guard"]
+    assert completed.returncode == 1 and guard["verdict"] == "refused"
+    assert guard["trial"]["changes"]["canonical_promoted"] > 50
+    assert guard["problems"] and all(
+        "more python calls" in p or "more sqlite" in p for p in guard["problems"]
+    )
+    assert guard["cost"]["increase"]["python_calls"] > 1.0  # the tokenising of every fact
+    connection = database.open_memory_db(home.db_path, readonly=True)
+    try:
+        assert connection.execute("SELECT count(*) FROM canonical_facts").fetchone()[0] == 0
+    finally:
+        connection.close()
+
+
+def test_with_an_agent_profile_only_what_is_received_is_judged():
+    """The plugin puts all of its (at most five) lines in the prompt at once: a line moving from
+    first to second place is reported, not refused; a line no longer received is refused."""
+    before = Measurement("hermes", 5, {probe.memory_id: 1 for probe in PROBES})
+    reordered = Measurement("hermes", 5, {**before.ranks, "m0": 2})
+    assert _decide(before, reordered).accepted
+    plain_before = Measurement("plain", 10, dict(before.ranks))
+    assert not _decide(plain_before, Measurement("plain", 10, dict(reordered.ranks))).accepted
+    lost = Measurement("hermes", 5, {**before.ranks, "m0": None})
+    assert not _decide(before, lost, max_newly_failing=5).accepted

@@ -50,7 +50,7 @@ def mnemosyne_counts(layout) -> dict:
     code = (
         "import json, sqlite3\n"
         "from mnemosyne.core.memory import Mnemosyne\n"
-        f"memory = Mnemosyne(session_id='garden-2026-10-20', db_path={str(layout.db_path)!r})\n"
+        f"memory = Mnemosyne(session_id='hermes_garden-2026-10-20', db_path={str(layout.db_path)!r})\n"
         "hits = memory.recall('tomato', top_k=3)\n"
         f"connection = sqlite3.connect({str(layout.db_path)!r})\n"
         "count = connection.execute('SELECT count(*) FROM working_memory').fetchone()[0]\n"

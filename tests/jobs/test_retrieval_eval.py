@@ -387,7 +387,7 @@ def test_recall_options_from_config_reach_mnemosyne(cli, tmp_path):
 def test_session_of_a_case_is_the_recall_session(cli, tmp_path):
     suite = tmp_path / "sessions.yaml"
     suite.write_text(
-        "- id: own\n  query: heirloom tomatoes raised beds\n  session: garden-2026-10-20\n"
+        "- id: own\n  query: heirloom tomatoes raised beds\n  session: hermes_garden-2026-10-20\n"
         "  expect: [heirloom tomatoes]\n- id: other\n  query: heirloom tomatoes raised beds\n"
         "  session: travel-2026-11-12\n  expect: [heirloom tomatoes]\n"
     )
