@@ -268,7 +268,7 @@ def create_checkpoint(
     progress: ProgressReporter | None = None,
     moment: datetime | None = None,
 ) -> CheckpointOutcome:
-    """Make one checkpoint of `kind` ("daily" or "pre-write"), stamped `moment` (default now).
+    """Make one checkpoint of `kind` (daily, manual or pre-write), stamped `moment` (default now).
 
     Returns the outcome (verified, or kept aside in failed/ when verification failed). Raises
     CheckpointError, with nothing partial left behind, when the copy itself fails.
