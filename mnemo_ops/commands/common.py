@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -72,18 +74,34 @@ def configure_logging(verbosity: int) -> None:
     )
 
 
+def stdout_closed() -> None:
+    """The reader of stdout went away (``| head -1``): send what is left to /dev/null, so the
+    command still finishes with its own exit code and Python's final flush raises nothing."""
+    with contextlib.suppress(OSError, ValueError):
+        descriptor = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(descriptor, sys.stdout.fileno())
+        os.close(descriptor)
+
+
 def emit(data: dict[str, Any], text: Callable[[Console], None]) -> None:
     """Print `data` as one JSON object with --json, else call `text` with the stdout console."""
-    if CURRENT.json:
-        print_json(Console(), data)
-    else:
-        text(CURRENT.console)
+    try:
+        if CURRENT.json:
+            print_json(Console(), data)
+        else:
+            text(CURRENT.console)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()
 
 
 def fail(error: MnemoOpsError) -> None:
     """Print one line for an expected failure (and a JSON object with --json), then exit with its code."""
     if CURRENT.json:
-        print_json(Console(), {"error": error.message, "exit_code": error.exit_code})
+        try:
+            print_json(Console(), {"error": error.message, "exit_code": error.exit_code})
+        except BrokenPipeError:
+            stdout_closed()
     sys.stderr.write(f"mnemo-ops: error: {error.message}\n")
     raise typer.Exit(error.exit_code)
 

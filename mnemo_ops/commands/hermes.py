@@ -111,6 +111,7 @@ def register(app: typer.Typer) -> None:
         "--wait",
         help="Seconds to wait for cron/.jobs.lock (default: scheduling.hermes.lock_wait_seconds).",
         metavar="SECONDS",
+        min=0,
     )
     dry_run_option = typer.Option(
         False, "--dry-run", "-n", help="Show the diff of jobs.json; change nothing."
