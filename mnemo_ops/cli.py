@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import re
 import sys
 import traceback
 from typing import Any
@@ -187,6 +188,67 @@ def hoist_global_options(root: Any, arguments: list[str]) -> list[str]:
     return head + tail
 
 
+NON_BREAKING_HYPHEN = "\u2011"
+"""Stands in for a hyphen inside a word while click wraps a help text (it breaks lines at hyphens,
+so ``mnemo-ops`` came out as ``mnemo-`` / ``ops``); written back as ``-``."""
+
+
+def _unbreakable(text: str) -> str:
+    return re.sub(r"(?<=\w)-(?=\w)", NON_BREAKING_HYPHEN, text)
+
+
+def _help_context(context_class: Any) -> Any:
+    """`context_class` with a help formatter that never breaks a line inside a hyphenated word."""
+    base = context_class.formatter_class
+
+    class HelpFormatter(base):
+        """Click's formatter, wrapping only at spaces."""
+
+        def write(self, string: str) -> None:
+            """Write, with the hyphens back in place."""
+            super().write(string.replace(NON_BREAKING_HYPHEN, "-"))
+
+        def write_text(self, text: str) -> None:
+            """A help paragraph, wrapped at spaces only."""
+            super().write_text(_unbreakable(text))
+
+        def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
+            """The usage line, wrapped at spaces only."""
+            super().write_usage(_unbreakable(prog), _unbreakable(args), prefix)
+
+        def write_dl(self, rows: Any, *arguments: Any, **options: Any) -> None:
+            """The options and commands, their help wrapped at spaces only."""
+            rows = [(first, _unbreakable(second)) for first, second in rows]
+            super().write_dl(rows, *arguments, **options)
+
+    class HelpContext(context_class):
+        """The command's context, with that formatter."""
+
+        formatter_class = HelpFormatter
+
+    return HelpContext
+
+
+def prepare_help(command: Any, context_class: Any = None) -> None:
+    """Help texts that read right at any width, for `command` and every command below it.
+
+    Every "Example" paragraph is marked so that click never rewraps it (an example must stay one
+    line to be copied), and lines break only at spaces, never inside ``mnemo-ops``.
+    """
+    context_class = context_class or _help_context(command.context_class)
+    command.context_class = context_class
+    paragraphs = (command.help or "").split("\n\n") if getattr(command, "help", None) else []
+    if paragraphs:
+        command.help = "\n\n".join(
+            f"\b\n{paragraph}"
+            if paragraph.lstrip().startswith("Example") and not paragraph.startswith("\b")
+            else paragraph
+            for paragraph in paragraphs
+        )
+    for child in _subcommands(command).values():
+        prepare_help(child, context_class)
+
+
 def _json_wanted(arguments: list[str]) -> bool:
     """True when ``--json`` is among the global options (they come first once hoisted)."""
     for token in arguments:
@@ -236,12 +298,12 @@ def main(argv: list[str] | None = None) -> None:
     Every outcome is an exit code and, with ``--json``, exactly one JSON object on stdout: usage
     errors of the command line (``{"error": ..., "exit_code": 2}``) and unexpected crashes too.
     """
-    arguments = hoist_global_options(
-        typer.main.get_command(app), list(sys.argv[1:] if argv is None else argv)
-    )
+    command = typer.main.get_command(app)
+    prepare_help(command)
+    arguments = hoist_global_options(command, list(sys.argv[1:] if argv is None else argv))
     as_json = _json_wanted(arguments)
     try:
-        code = app(args=arguments, prog_name="mnemo-ops", standalone_mode=False)
+        code = command.main(args=arguments, prog_name="mnemo-ops", standalone_mode=False)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except SystemExit:

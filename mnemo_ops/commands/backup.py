@@ -76,7 +76,8 @@ def register(app: typer.Typer) -> None:
     backup_app = command_group(
         app,
         "backup",
-        "Checkpoints: list, verify, restore. Make one with: mnemo-ops run backup",
+        "Checkpoints: list (with retention's plan), verify, restore. Make one with: "
+        "mnemo-ops run backup\n\nExample: mnemo-ops backup list",
     )
 
     @backup_app.command(

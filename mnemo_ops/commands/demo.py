@@ -8,11 +8,11 @@ import tempfile
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from mnemo_ops import database
 from mnemo_ops.canonical import trigger
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import table as results_table
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.foundation.exit_codes import FAILED, OK
 from mnemo_ops.foundation.resources import resource_dir
@@ -146,7 +146,7 @@ def register(app: typer.Typer) -> None:
             console.print(
                 f"[bold]Sample home[/] {layout.directory} (built with mnemosyne-memory's own API)"
             )
-            table = Table(title="demo runs")
+            table = results_table(title="demo runs")
             for column in ("job", "status", "changes", "warnings", "error"):
                 table.add_column(column)
             for result in results:

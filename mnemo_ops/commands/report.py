@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
             "growth per table against a week ago. Also writes <state_dir>/reports/YYYY-MM-DD.md.\n\n"
             "Exit codes: 0 nothing at error or above, 1 something at error or above, 2 usage or "
             "config error, a missing or non-Mnemosyne database, or an unwritable reports folder.\n\n"
-            "Example (a Hermes no_agent cron job: empty stdout is a silent tick): "
+            "Example, as a Hermes no_agent cron job (empty stdout is a silent tick):\n"
             "mnemo-ops report --since 24h --format markdown --quiet-if-ok"
         ),
     )
