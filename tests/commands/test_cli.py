@@ -302,6 +302,15 @@ def test_cron_install_warns_when_hermes_cron_runs_the_same_jobs(sample, cli, fak
     assert "mnemo-ops: warning:" in text.stderr and "twice per slot" in text.stderr
 
 
+def test_the_crontab_program_override_is_documented(cli):
+    """Issue 28, item 6: MNEMO_OPS_CRONTAB was undocumented."""
+    assert "MNEMO_OPS_CRONTAB" in cli("cron", "--help").stdout
+    assert "MNEMO_OPS_CRONTAB" in cli("cron", "install", "--help").stdout
+    page = (REPO / "docs" / "scheduling.md").read_text(encoding="utf-8")
+    crontab_section = page.split("## The crontab", 1)[1].split("\n## ", 1)[0]
+    assert "`MNEMO_OPS_CRONTAB`" in crontab_section and "`-l`" in crontab_section
+
+
 def test_cron_install_into_empty_crontab(cli, fake_crontab):
     table, env = fake_crontab
     assert cli("cron", "install", env=env).returncode == 0

@@ -376,6 +376,10 @@ def test_eight_manual_backups_never_push_out_a_rollback_point(sample, cli):
     assert made[0] not in dry["stats"]["would_remove"]
     assert dry["changes"]["checkpoints_removed"] == len(dry["stats"]["would_remove"]) == 1
     assert run_json(cli, "backup", "verify", rollback)[0] == 0
+    code, plan = run_json(
+        cli, "backup", "restore", made[-1], "--dry-run"
+    )  # a manual one restores too
+    assert code == 0 and plan["verification"]["ok"] is True
     text = cli("backup", "list")
     assert text.returncode == 0
     line = next(line for line in text.stdout.splitlines() if line.startswith(rollback))
