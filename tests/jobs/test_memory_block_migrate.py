@@ -11,6 +11,7 @@ import os
 import shutil
 import sqlite3
 import stat
+import time
 
 import pytest
 
@@ -255,6 +256,9 @@ def test_nightly_first_seen_dates_decide_the_order(sample, tmp_path):
     nightly = run_cli(sample, "--config", str(config), "--json", "run", "nightly-selfcare")
     assert nightly.returncode == 0, nightly.stderr
     assert json.loads(nightly.stdout)["changes"]["block_entries_recorded"] == 28
+    # First-seen dates have one-second resolution: in the same second as the nightly audit, the
+    # newcomer would tie with the entries it saw and go by its place in the file instead.
+    time.sleep(1.1)
     entries = block_entries(sample, "USER.md")
     newcomer = "Prefers window seats on trains and an aisle seat on planes."
     (sample.memory_blocks_dir / "USER.md").write_text(
