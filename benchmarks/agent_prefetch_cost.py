@@ -134,8 +134,16 @@ def _maintain(layout: SampleLayout, guard: bool) -> dict:
     config = layout.directory / "bench-config.yaml"
     config.write_text(f"guard:\n  enabled: {'true' if guard else 'false'}\n")
     completed = subprocess.run(
-        [sys.executable, "-m", "mnemo_ops", "--config", str(config), "--json", "run",
-         "memory-maintain"],
+        [
+            sys.executable,
+            "-m",
+            "mnemo_ops",
+            "--config",
+            str(config),
+            "--json",
+            "run",
+            "memory-maintain",
+        ],
         env=layout.environ(),
         capture_output=True,
         text=True,
@@ -168,8 +176,10 @@ def main() -> None:
         "before": {**_counts(before), **_cost(before, queries)},
         "after memory-maintain": {**_counts(after), **_cost(after, queries)},
     }
-    print(f"facts remembered through the plugin: {remembered}; memory-maintain changes: "
-          f"{ {k: v for k, v in changed['changes'].items() if v} }")
+    print(
+        f"facts remembered through the plugin: {remembered}; memory-maintain changes: "
+        f"{ {k: v for k, v in changed['changes'].items() if v} }"
+    )
     names = list(rows["before"])
     print(f"{'':22}" + "".join(f"{name:>17}" for name in names))
     for label, figures in rows.items():
@@ -180,8 +190,10 @@ def main() -> None:
             print(f"  {share:6.1%}  {function}")
     guarded = _maintain(copy_home(template, root / "guarded"), guard=True)
     guard = guarded["stats"].get("guard", {})
-    print(f"\nwith the guard: {guarded['status']}, verdict {guard.get('verdict')}; "
-          f"problems: {guard.get('problems')}")
+    print(
+        f"\nwith the guard: {guarded['status']}, verdict {guard.get('verdict')}; "
+        f"problems: {guard.get('problems')}"
+    )
     print(f"cost figures: {json.dumps(guard.get('cost'))}")
 
 

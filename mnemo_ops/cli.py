@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import json
+import logging
+import re
+import sys
+import traceback
+from typing import Any
+
 import typer
 
 from mnemo_ops import __version__
@@ -27,7 +35,12 @@ from mnemo_ops.commands import (
     why,
 )
 from mnemo_ops.commands import eval as eval_commands
-from mnemo_ops.commands.common import CURRENT, configure_logging
+from mnemo_ops.commands.common import CURRENT, configure_logging, stdout_closed
+from mnemo_ops.foundation.exit_codes import FAILED, OK, USAGE
+from mnemo_ops.foundation.writable import describe_os_error
+
+PATH_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST, errno.EISDIR)
+"""OS errors that mean a path must be fixed (exit 2, as for a bad --db or --state-dir)."""
 
 app = typer.Typer(
     name="mnemo-ops",
@@ -110,20 +123,221 @@ for _module in COMMAND_MODULES:
     _module.register(app)
 
 
-def main() -> None:
-    """Console-script entry point."""
+# The click objects are read by their attributes: typer ships its own copy of click in some
+# versions and uses click itself in others, so their classes differ from one typer to the next.
+
+
+def _subcommands(command: Any) -> dict[str, Any]:
+    found = getattr(command, "commands", None)
+    return found if isinstance(found, dict) else {}
+
+
+def _option_names(command: Any) -> dict[str, bool]:
+    """Every option name of `command` (``--db``, ``-v``), and whether it takes a value."""
+    names: dict[str, bool] = {}
+    for parameter in getattr(command, "params", ()):
+        if getattr(parameter, "param_type_name", None) != "option":
+            continue
+        takes_value = not (parameter.is_flag or parameter.count)
+        for name in (*parameter.opts, *parameter.secondary_opts):
+            names[name] = takes_value
+    return names
+
+
+def hoist_global_options(root: Any, arguments: list[str]) -> list[str]:
+    """`arguments` with the global options found after the command moved in front of it.
+
+    ``mnemo-ops status --json`` then means ``mnemo-ops --json status``. An option the command has
+    of its own keeps its place (``eval import ... --db OUT.db``), a command's option that takes a
+    value keeps that value with it, and nothing after ``--`` moves.
+    """
+    global_options = _option_names(root)
+    head: list[str] = []
+    tail: list[str] = []
+    command = root
+    own: dict[str, bool] = {}
+    index = 0
+    while index < len(arguments):
+        token = arguments[index]
+        if token == "--":
+            tail.extend(arguments[index:])
+            break
+        name = token.split("=", 1)[0]
+        cluster = (
+            len(token) > 2
+            and token[0] == "-"
+            and token[1] != "-"
+            and all(
+                global_options.get(f"-{letter}") is False and f"-{letter}" not in own
+                for letter in token[1:]
+            )
+        )
+        if (name in global_options and name not in own) or cluster:
+            head.append(token)
+            if global_options.get(name) and "=" not in token and index + 1 < len(arguments):
+                head.append(arguments[index + 1])
+                index += 1
+        elif not token.startswith("-") and token in _subcommands(command):
+            command = _subcommands(command)[token]
+            own = _option_names(command)
+            tail.append(token)
+        else:
+            tail.append(token)
+            if own.get(name) and "=" not in token and index + 1 < len(arguments):
+                tail.append(arguments[index + 1])
+                index += 1
+        index += 1
+    return head + tail
+
+
+NON_BREAKING_HYPHEN = "\u2011"
+"""Stands in for a hyphen inside a word while click wraps a help text (it breaks lines at hyphens,
+so ``mnemo-ops`` came out as ``mnemo-`` / ``ops``); written back as ``-``."""
+
+
+def _unbreakable(text: str) -> str:
+    return re.sub(r"(?<=\w)-(?=\w)", NON_BREAKING_HYPHEN, text)
+
+
+def _help_context(context_class: Any) -> Any:
+    """`context_class` with a help formatter that never breaks a line inside a hyphenated word."""
+    base = context_class.formatter_class
+
+    class HelpFormatter(base):
+        """Click's formatter, wrapping only at spaces."""
+
+        def write(self, string: str) -> None:
+            """Write, with the hyphens back in place."""
+            super().write(string.replace(NON_BREAKING_HYPHEN, "-"))
+
+        def write_text(self, text: str) -> None:
+            """A help paragraph, wrapped at spaces only."""
+            super().write_text(_unbreakable(text))
+
+        def write_usage(self, prog: str, args: str = "", prefix: str | None = None) -> None:
+            """The usage line, wrapped at spaces only."""
+            super().write_usage(_unbreakable(prog), _unbreakable(args), prefix)
+
+        def write_dl(self, rows: Any, *arguments: Any, **options: Any) -> None:
+            """The options and commands, their help wrapped at spaces only."""
+            rows = [(first, _unbreakable(second)) for first, second in rows]
+            super().write_dl(rows, *arguments, **options)
+
+    class HelpContext(context_class):
+        """The command's context, with that formatter."""
+
+        formatter_class = HelpFormatter
+
+    return HelpContext
+
+
+def prepare_help(command: Any, context_class: Any = None) -> None:
+    """Help texts that read right at any width, for `command` and every command below it.
+
+    Every "Example" paragraph is marked so that click never rewraps it (an example must stay one
+    line to be copied), and lines break only at spaces, never inside ``mnemo-ops``.
+    """
+    context_class = context_class or _help_context(command.context_class)
+    command.context_class = context_class
+    paragraphs = (command.help or "").split("\n\n") if getattr(command, "help", None) else []
+    if paragraphs:
+        command.help = "\n\n".join(
+            f"\b\n{paragraph}"
+            if paragraph.lstrip().startswith("Example") and not paragraph.startswith("\b")
+            else paragraph
+            for paragraph in paragraphs
+        )
+    for child in _subcommands(command).values():
+        prepare_help(child, context_class)
+
+
+def _json_wanted(arguments: list[str]) -> bool:
+    """True when ``--json`` is among the global options (they come first once hoisted)."""
+    for token in arguments:
+        if token == "--json":
+            return True
+        if not token.startswith("-"):
+            return False
+    return False
+
+
+def _print_error(message: str, exit_code: int, as_json: bool) -> None:
+    """One line on stderr, and with --json the one JSON object on stdout."""
+    if as_json:
+        _write_json({"error": message, "exit_code": exit_code})
+    sys.stderr.write(f"mnemo-ops: error: {message}\n")
+
+
+def _write_json(data: dict) -> None:
     try:
-        app()
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()
+
+
+def _is_usage_error(error: BaseException) -> bool:
+    """A usage error of the command line (click's ClickException, by what it offers)."""
+    return (
+        isinstance(getattr(error, "exit_code", None), int)
+        and callable(getattr(error, "format_message", None))
+        and callable(getattr(error, "show", None))
+    )
+
+
+def _usage_message(error: Any) -> str:
+    """The one-line message of a usage error (a group called without a command says so)."""
+    context = getattr(error, "ctx", None)
+    if type(error).__name__ == "NoArgsIsHelpError" and context is not None:
+        commands = ", ".join(sorted(_subcommands(context.command)))
+        return f"{context.command_path} needs a command: {commands} (see: {context.command_path} --help)"
+    return error.format_message()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point.
+
+    Every outcome is an exit code and, with ``--json``, exactly one JSON object on stdout: usage
+    errors of the command line (``{"error": ..., "exit_code": 2}``) and unexpected crashes too.
+    """
+    command = typer.main.get_command(app)
+    prepare_help(command)
+    arguments = hoist_global_options(command, list(sys.argv[1:] if argv is None else argv))
+    as_json = _json_wanted(arguments)
+    try:
+        code = command.main(args=arguments, prog_name="mnemo-ops", standalone_mode=False)
     except KeyboardInterrupt:
         raise SystemExit(130) from None
     except SystemExit:
         raise
-    except BaseException:  # an unexpected crash: keep the traceback for -vv, one line otherwise
-        import logging
-        import sys
-        import traceback
+    except typer.Abort:
+        _print_error("aborted", FAILED, as_json)
+        raise SystemExit(FAILED) from None
+    except BrokenPipeError:  # the reader stopped reading (`| head -1`): not a failure of ours
+        stdout_closed()
+        raise SystemExit(OK) from None
+    except OSError as error:  # a file or folder: what failed, where, and what to do
+        logging.getLogger("mnemo_ops").debug("OS error", exc_info=True)
+        code = USAGE if error.errno in PATH_ERRNOS else FAILED
+        _print_error(describe_os_error(error), code, as_json)
+        raise SystemExit(code) from None
+    except Exception as error:
+        if not _is_usage_error(error):
+            _crash(as_json)
+        # Click's own text on stderr, and with --json the one JSON object on stdout (so help that
+        # click prints for a group called without a command goes to stderr then).
+        if as_json:
+            _write_json({"error": _usage_message(error), "exit_code": error.exit_code})
+        error.show(file=sys.stderr if as_json else None)
+        raise SystemExit(error.exit_code) from None
+    except BaseException:
+        _crash(as_json)
+    raise SystemExit(code if isinstance(code, int) else OK)
 
-        logging.getLogger("mnemo_ops").debug("unexpected error", exc_info=True)
-        error_line = traceback.format_exception_only(*sys.exc_info()[:2])[-1].strip()
-        sys.stderr.write(f"mnemo-ops: internal error: {error_line} (run with -vv for details)\n")
-        raise SystemExit(1) from None
+
+def _crash(as_json: bool) -> None:
+    """An unexpected crash: one line (and the JSON object), the traceback kept for -vv; exit 1."""
+    logging.getLogger("mnemo_ops").debug("unexpected error", exc_info=True)
+    error_line = traceback.format_exception_only(*sys.exc_info()[:2])[-1].strip()
+    _print_error(f"internal error: {error_line} (run with -vv for details)", FAILED, as_json)
+    raise SystemExit(FAILED) from None

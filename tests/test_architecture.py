@@ -17,6 +17,7 @@ FOUNDATION = ("mnemo_ops", "mnemo_ops.foundation")
 LIFECYCLE = (
     "mnemo_ops.core",
     "mnemo_ops.core.context",
+    "mnemo_ops.core.folders",
     "mnemo_ops.core.lock",
     "mnemo_ops.core.manifests",
     "mnemo_ops.core.progress",

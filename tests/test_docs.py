@@ -317,3 +317,23 @@ def test_forbidden_mention_checker(tmp_path):
     shared = write(tmp_path, "b.py", f"# see {FORBIDDEN_MENTIONS[1]}/notes\n")
     found = forbidden_mentions([clean, design, shared])
     assert [entry.split(":")[0] for entry in found] == [str(design), str(shared)]
+
+
+def test_the_install_section_installs_from_a_checkout_or_a_wheel():
+    """Issue 28, item 5: `pip install mnemo-ops` fails (the package is not on the index): the README
+    says how to install from a checkout or a built wheel, and names the index only as what will
+    work once published."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    install = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    blocks = "\n".join(re.findall(r"```console\n(.*?)```", install, re.S))
+    for command in (
+        "python -m build",
+        "pip install .",
+        "pipx install .",
+        "mnemo_ops-0.1.0-py3-none-any.whl",
+    ):
+        assert command in blocks, command
+    # The registry name appears only in the prose, as what works once the package is published.
+    assert "pip install mnemo-ops" not in blocks and "pipx install mnemo-ops" not in blocks
+    assert "once it is\npublished" in install or "once it is published" in install
+    assert "docker build -t mnemo-ops:latest ." in install

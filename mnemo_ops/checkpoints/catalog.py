@@ -1,4 +1,7 @@
-"""The checkpoint catalog: names, manifests, listing, and retention.
+"""The checkpoint catalog: names, manifests, listing, and retention's facts and removals.
+
+Which checkpoints retention keeps is decided in ``checkpoints/retention.py`` from plain facts; this
+module gathers them (the folders, the ledger's runs) and removes the folders the plan names.
 
 Layout (docs/architecture.md, "Checkpoints")::
 
@@ -14,11 +17,14 @@ import json
 import os
 import re
 import shlex
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mnemo_ops.checkpoints import retention
 from mnemo_ops.checkpoints.files import remove_tree, tree_size
+from mnemo_ops.core import state
+from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.foundation.private_files import PRIVATE_FILE_MODE, fsync_path
 from mnemo_ops.settings import Settings
@@ -29,8 +35,8 @@ STATE_FILE = "state.db"
 MEMORY_BLOCKS = "memory_blocks"
 FAILED_DIR = "failed"
 TEMP_PREFIX = ".tmp-"
-KINDS = ("daily", "pre-write")
-NAME_PATTERN = re.compile(r"^(daily|pre-[a-z0-9-]+)-\d{8}T\d{6}Z(-\d+)?$")
+KINDS = (retention.DAILY, retention.MANUAL, retention.PRE_WRITE)
+NAME_PATTERN = re.compile(r"^(daily|manual|pre-[a-z0-9-]+)-\d{8}T\d{6}Z(-\d+)?$")
 
 
 def stamp(moment: datetime) -> str:
@@ -39,9 +45,9 @@ def stamp(moment: datetime) -> str:
 
 
 def checkpoint_name(kind: str, job: str | None, moment: datetime) -> str:
-    """``daily-<stamp>`` or ``pre-<job>-<stamp>``."""
-    if kind == "daily":
-        return f"daily-{stamp(moment)}"
+    """``daily-<stamp>``, ``manual-<stamp>`` or ``pre-<job>-<stamp>``."""
+    if kind in (retention.DAILY, retention.MANUAL):
+        return f"{kind}-{stamp(moment)}"
     return f"pre-{job or 'write'}-{stamp(moment)}"
 
 
@@ -102,13 +108,19 @@ class CheckpointInfo:
         }
 
 
+def _kind_of_name(name: str) -> str:
+    for kind in (retention.DAILY, retention.MANUAL):
+        if name.startswith(f"{kind}-"):
+            return kind
+    return retention.PRE_WRITE
+
+
 def _info(folder: Path, failed: bool) -> CheckpointInfo:
     manifest = read_manifest(folder)
     verification = (manifest or {}).get("verification") or {}
     return CheckpointInfo(
         name=folder.name,
-        kind=(manifest or {}).get("kind")
-        or ("daily" if folder.name.startswith("daily-") else "pre-write"),
+        kind=(manifest or {}).get("kind") or _kind_of_name(folder.name),
         job=(manifest or {}).get("job"),
         created_at=(manifest or {}).get("created_at"),
         path=folder,
@@ -176,24 +188,101 @@ def find_checkpoint(settings: Settings, name: str) -> CheckpointInfo:
     )
 
 
-def retention_plan(settings: Settings, kind: str, keep: int) -> list[CheckpointInfo]:
-    """Verified checkpoints of `kind` beyond the newest `keep`: what retention removes.
-
-    Only verified checkpoints count and only they are removed, so a bad night never pushes out a good
-    checkpoint. Failed ones live in failed/ and are pruned separately.
-    """
-    verified = [
-        info
-        for info in list_checkpoints(settings, include_failed=False)
-        if info.kind == kind and info.verified
+def stale_temporaries(settings: Settings) -> list[Path]:
+    """``.tmp-*`` folders left by a run that was killed (the writer lock makes them stale)."""
+    directory = settings.backups_dir
+    if not directory.is_dir() or directory.is_symlink():
+        return []
+    return [
+        entry
+        for entry in directory.iterdir()
+        if entry.name.startswith(TEMP_PREFIX) and entry.is_dir() and not entry.is_symlink()
     ]
-    return verified[:-keep] if keep > 0 and len(verified) > keep else []
 
 
-def failed_plan(settings: Settings, keep: int) -> list[CheckpointInfo]:
-    """Failed checkpoints beyond the newest `keep` (kept for inspection, but not forever)."""
-    failed = [info for info in list_checkpoints(settings) if info.failed]
-    return failed[:-keep] if keep > 0 and len(failed) > keep else []
+def _moment(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _stamp_moment(name: str) -> datetime | None:
+    """The moment in a checkpoint's name, for a manifest without a readable created_at."""
+    match = re.search(r"(\d{8}T\d{6}Z)", name)
+    if match is None:
+        return None
+    return datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+
+
+def retention_view(info: CheckpointInfo) -> retention.Checkpoint:
+    """What retention needs to know of one listed checkpoint."""
+    return retention.Checkpoint(
+        name=info.name,
+        kind=info.kind,
+        created_at=_moment(info.created_at) or _stamp_moment(info.name),
+        verified=info.verified,
+        failed=info.failed,
+        job=info.job,
+    )
+
+
+def run_uses(settings: Settings) -> list[retention.RunUse]:
+    """The ledger's real runs of jobs that write the database after a checkpoint
+    (``checkpoint: before-write``), with the checkpoint each started from (read-only).
+
+    The backup job's own runs are left out: the checkpoint it makes undoes none of its work.
+    """
+    writers = {
+        name
+        for name, manifest in effective_manifests(settings).items()
+        if manifest.checkpoint == "before-write"
+    }
+    ledger = state.open_state_readonly(settings.state_db_path)
+    try:
+        rows = state.checkpoint_uses(ledger)
+    finally:
+        if ledger is not None:
+            ledger.close()
+    uses = []
+    for row in rows:
+        started = _moment(row["started_at"])
+        if started is not None and row["job"] in writers:
+            uses.append(
+                retention.RunUse(row["job"], started, row["status"] == "ok", row["checkpoint"])
+            )
+    return uses
+
+
+def limits(settings: Settings) -> retention.Limits:
+    """The counts of the ``backup`` section, as retention takes them."""
+    options = settings.backup
+    return retention.Limits(
+        daily=options.keep,
+        manual=options.manual_keep,
+        pre_write=options.pre_write_keep,
+        failed=options.keep,
+    )
+
+
+def plan_retention(
+    settings: Settings, incoming: retention.Checkpoint | None = None
+) -> retention.RetentionPlan:
+    """Retention's plan for this backups folder; with `incoming`, as if that checkpoint were made
+    (what a dry run reports)."""
+    checkpoints = [retention_view(info) for info in list_checkpoints(settings)]
+    if incoming is not None:
+        checkpoints.append(incoming)
+    return retention.plan(checkpoints, run_uses(settings), limits(settings))
+
+
+def backup_kind(settings: Settings, moment: datetime) -> str:
+    """The kind ``run backup`` makes at `moment`: the day's daily, or a manual one."""
+    checkpoints = [retention_view(info) for info in list_checkpoints(settings)]
+    return retention.kind_for_backup(checkpoints, moment)
 
 
 def remove_checkpoints(infos: list[CheckpointInfo]) -> list[str]:
@@ -207,37 +296,7 @@ def remove_checkpoints(infos: list[CheckpointInfo]) -> list[str]:
     return removed
 
 
-def stale_temporaries(settings: Settings) -> list[Path]:
-    """``.tmp-*`` folders left by a run that was killed (the writer lock makes them stale)."""
-    directory = settings.backups_dir
-    if not directory.is_dir() or directory.is_symlink():
-        return []
-    return [
-        entry
-        for entry in directory.iterdir()
-        if entry.name.startswith(TEMP_PREFIX) and entry.is_dir() and not entry.is_symlink()
-    ]
-
-
-def keep_count(settings: Settings, kind: str) -> int:
-    """How many verified checkpoints of `kind` are kept (``backup.keep`` / ``backup.pre_write_keep``)."""
-    return settings.backup.keep if kind == "daily" else settings.backup.pre_write_keep
-
-
-def planned_removals(settings: Settings, kind: str) -> list[CheckpointInfo]:
-    """What retention will remove once one more verified checkpoint of `kind` exists."""
-    keep = keep_count(settings, kind)
-    if keep > 1:
-        return retention_plan(settings, kind, keep - 1)
-    return [
-        info
-        for info in list_checkpoints(settings, include_failed=False)
-        if info.kind == kind and info.verified
-    ]
-
-
-def apply_retention(settings: Settings, kind: str) -> list[str]:
-    """Remove verified checkpoints of `kind` beyond the newest `keep`, and old failed ones; return names."""
-    removed = remove_checkpoints(retention_plan(settings, kind, keep_count(settings, kind)))
-    removed += remove_checkpoints(failed_plan(settings, keep_count(settings, "daily")))
-    return removed
+def apply_retention(settings: Settings) -> list[str]:
+    """Remove what retention's plan names (every kind, and old failed ones); return their names."""
+    doomed = set(plan_retention(settings).removals())
+    return remove_checkpoints([info for info in list_checkpoints(settings) if info.name in doomed])

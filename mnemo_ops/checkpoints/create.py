@@ -29,6 +29,7 @@ from mnemo_ops.disk import reserve
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.private_files import ensure_private_dir, fsync_path, sha256_file
+from mnemo_ops.foundation.writable import describe_os_error
 from mnemo_ops.settings import Settings
 
 MANIFEST_FORMAT = 1
@@ -142,8 +143,7 @@ def _describe_failure(error: BaseException, settings: Settings) -> str:
     ):
         return f"no space left on device in {settings.backups_dir}"
     if isinstance(error, OSError):
-        where = f" ({error.filename})" if error.filename else ""
-        return f"{error.strerror or error}{where}"
+        return describe_os_error(error)
     return f"{type(error).__name__}: {error}"
 
 
@@ -268,18 +268,23 @@ def create_checkpoint(
     progress: ProgressReporter | None = None,
     moment: datetime | None = None,
 ) -> CheckpointOutcome:
-    """Make one checkpoint of `kind` ("daily" or "pre-write"), stamped `moment` (default now).
+    """Make one checkpoint of `kind` (daily, manual or pre-write), stamped `moment` (default now).
 
     Returns the outcome (verified, or kept aside in failed/ when verification failed). Raises
     CheckpointError, with nothing partial left behind, when the copy itself fails.
     """
     progress = progress or ProgressReporter(False)
     database.check_database_file(settings.db_path)
-    backups = ensure_private_dir(settings.backups_dir)
-    for stale in catalog.stale_temporaries(
-        settings
-    ):  # left by a killed run; the writer lock is ours now
-        remove_tree(stale)
+    try:
+        backups = ensure_private_dir(settings.backups_dir)
+        # Left by a killed run; the writer lock is ours now.
+        for stale in catalog.stale_temporaries(settings):
+            remove_tree(stale)
+    except OSError as error:
+        raise CheckpointError(
+            f"backup failed: {describe_os_error(error)}; nothing was written and earlier "
+            "checkpoints are intact"
+        ) from None
     check_free_space(settings)
     name, created_at = _unique_name(settings, kind, job, moment)
     temporary = backups / f"{catalog.TEMP_PREFIX}{name}"

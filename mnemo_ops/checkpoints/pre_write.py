@@ -1,8 +1,9 @@
 """The checkpoint before a job's first write (manifest ``checkpoint: before-write``).
 
 The runner calls `take_for_job` through ``JobContext.before_write``; a verified checkpoint made within
-``backup.reuse_minutes`` (by any job, or the nightly backup) is reused. Pre-write checkpoints keep
-their own newest ``backup.pre_write_keep``.
+``backup.reuse_minutes`` (by any job, or the nightly backup) is reused. Retention then runs over
+every kind (``checkpoints/retention.py``): pre-write checkpoints keep their own newest
+``backup.pre_write_keep``, and each job's rollback points stay.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def take(settings: Settings, job: str) -> str:
             f"checkpoint {outcome.name} failed verification ({outcome.problems[0]}); "
             f"kept aside in {outcome.path}"
         )
-    catalog.apply_retention(settings, "pre-write")
+    catalog.apply_retention(settings)
     return outcome.name
 
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import typer
 
-from mnemo_ops.checkpoints import catalog
+from mnemo_ops.checkpoints import catalog, retention
 from mnemo_ops.checkpoints.restore import restore_checkpoint
 from mnemo_ops.checkpoints.verify import verify_checkpoint
 from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.core.manifests import JobManifest, effective_manifests
 from mnemo_ops.core.progress import ProgressReporter
+from mnemo_ops.foundation.clock import utc_now
 
 
 def _size(size: int) -> str:
@@ -21,48 +24,99 @@ def _size(size: int) -> str:
     return str(size)
 
 
+def _backup_schedule(settings) -> JobManifest | None:
+    """The backup job's effective manifest when it is scheduled (for the dates dailies expire)."""
+    if not settings.job("backup").enabled:
+        return None
+    return effective_manifests(settings).get("backup")
+
+
+def _expiry(decision: retention.Decision, schedule: JobManifest | None) -> str:
+    """When a checkpoint expires, with the date of the daily backup that removes a daily."""
+    words = decision.expires()
+    if (
+        schedule is None
+        or not decision.keep
+        or decision.role != retention.DAILY
+        or not decision.within_count
+        or decision.rollback_for
+        or decision.newest
+    ):
+        return words
+    moment = utc_now().astimezone()
+    for _ in range((decision.limit or 0) - decision.rank + 1):
+        moment = schedule.next_run(moment)
+    return f"{words} (on schedule: {moment:%Y-%m-%d %H:%M})"
+
+
+def _print_rows(console, rows: list[dict]) -> None:
+    """The plan as plain, full rows (one checkpoint a line, never cut)."""
+    width = max(len(row["name"]) for row in rows)
+    console.print(
+        f"{'name':<{width}}  {'counts as':<10}  {'created':<25}  {'size':>10}  {'verified':<8}  "
+        "kept because / expires",
+        markup=False,
+        soft_wrap=True,
+    )
+    for row in rows:
+        mark = "FAILED" if row["status"] == "failed" else ("yes" if row["verified"] else "no")
+        plan = row.get("retention") or {}
+        kept = "; ".join(plan.get("reasons") or []) or "expires"
+        console.print(
+            f"{row['name']:<{width}}  {row.get('counts_as', row['kind']):<10}  "
+            f"{row['created_at'] or '-':<25}  {_size(row['size_bytes']):>10}  {mark:<8}  "
+            f"{kept}; expires {plan.get('expires', '-')}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``backup`` command group."""
     backup_app = command_group(
         app,
         "backup",
-        "Checkpoints: list, verify, restore. Make one with: mnemo-ops run backup",
+        "Checkpoints: list (with retention's plan), verify, restore. Make one with: "
+        "mnemo-ops run backup\n\nExample: mnemo-ops backup list",
     )
 
     @backup_app.command(
         "list",
         help=(
-            "List checkpoints, oldest first: name, kind (daily or pre-write), created, size, verified. "
-            "Checkpoints that failed verification are listed as failed.\n\n"
+            "List checkpoints, oldest first, with retention's plan: name, what each counts as "
+            "(daily: the first backup of a UTC day; manual: a later one that day; pre-write: taken "
+            "before a job's first write; failed), created, size, verified, why it is kept and when "
+            "it expires. Read-only.\n\n"
             "Exit codes: 0 ok, 2 usage or config problem.\n\n"
             "Example: mnemo-ops --json backup list"
         ),
     )
     @handle_errors
     def list_command() -> None:
-        infos = catalog.list_checkpoints(CURRENT.settings)
-        data = {"checkpoints": [info.to_dict() for info in infos]}
+        settings = CURRENT.settings
+        infos = catalog.list_checkpoints(settings)
+        plan = catalog.plan_retention(settings)
+        schedule = _backup_schedule(settings)
+        rows = []
+        for info in infos:
+            decision = plan.decision(info.name)
+            entry = info.to_dict()
+            if decision is not None:
+                entry["retention"] = decision.to_dict()
+                entry["retention"]["expires"] = _expiry(decision, schedule)
+                entry["counts_as"] = decision.role
+            rows.append(entry)
+        data = {"checkpoints": rows, "limits": dataclasses.asdict(catalog.limits(settings))}
 
         def text(console) -> None:
             if not infos:
                 console.print(
-                    f"no checkpoints in {CURRENT.settings.backups_dir} (make one: mnemo-ops run backup)"
-                )
-                return
-            width = max(len(info.name) for info in infos)
-            console.print(
-                f"{'name':<{width}}  {'kind':<9}  {'created':<25}  {'size':>10}  verified",
-                markup=False,
-                soft_wrap=True,
-            )
-            for info in infos:
-                mark = "FAILED" if info.failed else ("yes" if info.verified else "no")
-                console.print(
-                    f"{info.name:<{width}}  {info.kind:<9}  {info.created_at or '-':<25}  "
-                    f"{_size(info.size_bytes):>10}  {mark}",
+                    f"no checkpoints in {settings.backups_dir} (make one: mnemo-ops run backup)",
                     markup=False,
                     soft_wrap=True,
                 )
+                return
+            _print_rows(console, rows)
 
         emit(data, text)
 

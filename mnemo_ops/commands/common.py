@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from mnemo_ops.commands.render import print_json
+from mnemo_ops.foundation.clock import utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.foundation.writable import describe_os_error
+from mnemo_ops.scheduling import install_times
 from mnemo_ops.settings import Settings, load_settings
 
 
@@ -37,9 +44,19 @@ class AppState:
 
     @property
     def console(self) -> Console:
-        """Where results go: stdout, quiet in -q mode unless --json."""
+        """Where results go: stdout, quiet in -q mode unless --json.
+
+        Piped or redirected, nothing is wrapped or cut at 80 columns: a line stays one line and a
+        table row stays whole, for grep, a file or a mail.
+        """
         quiet = self.verbosity < 0 and not self.json
-        return Console(quiet=quiet, highlight=False, soft_wrap=self.json)
+        piped = not stdout_is_terminal()
+        return Console(
+            quiet=quiet,
+            highlight=False,
+            soft_wrap=self.json or piped,
+            width=PIPED_WIDTH if piped else None,
+        )
 
     @property
     def err_console(self) -> Console:
@@ -53,6 +70,61 @@ class AppState:
         return not self.json and self.verbosity >= 0
 
 
+PIPED_WIDTH = 10_000
+"""The console width when stdout is not a terminal: wide enough that no row is ever cut."""
+
+
+def stdout_is_terminal() -> bool:
+    """True when stdout is a terminal (a person reading), False when piped or redirected."""
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class PlainTable:
+    """A table as plain text rows: the title, the header, then one line per row, the columns two
+    spaces apart and no trailing blanks. What `table` gives when stdout is not a terminal."""
+
+    def __init__(self, title: str | None = None, **_options: Any) -> None:
+        self.title = title
+        self.headers: list[str] = []
+        self.rows: list[tuple[Any, ...]] = []
+
+    def add_column(self, header: str = "", **_options: Any) -> None:
+        """A column (the layout options of a rich table do not apply to plain rows)."""
+        self.headers.append(header)
+
+    def add_row(self, *cells: Any, **_options: Any) -> None:
+        """A row; markup in a cell is read as a rich table reads it, and printed without style."""
+        self.rows.append(cells)
+
+    def __rich_console__(self, console: Console, options: Any):
+        """The lines, each one whole."""
+        rows = [
+            [console.render_str(str(cell)).plain if cell is not None else "" for cell in row]
+            for row in self.rows
+        ]
+        grid = [self.headers, *rows]
+        widths = [
+            max(len(row[index]) for row in grid if index < len(row))
+            for index in range(len(self.headers))
+        ]
+        if self.title:
+            yield Text(self.title)
+        for row in grid:
+            line = "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+            yield Text(line.rstrip())
+
+
+def table(title: str | None = None, **options: Any) -> Table | PlainTable:
+    """A table for the results: boxed at a terminal; plain full rows when stdout is piped or
+    redirected, so each row greps as one line and nothing is cut at 80 columns."""
+    if stdout_is_terminal():
+        return Table(title=title, **options)
+    return PlainTable(title=title, **options)
+
+
 CURRENT = AppState()
 """The state of the running command (one command per process)."""
 
@@ -64,28 +136,93 @@ def state(ctx: typer.Context | None = None) -> AppState:
     return CURRENT
 
 
+class MnemosyneOnce(logging.Filter):
+    """Mnemosyne's own log lines, each said once per command, as Mnemosyne's (not ours).
+
+    Every ``Mnemosyne(...)`` and every job that opens the database logs the same warnings again (a
+    demo runs nine jobs); and a missing sqlite-vec comes as two messages (its tables, its facts
+    table) about one fact. Without -vv each is shown once, the sqlite-vec ones as one line.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """False for a Mnemosyne message already shown; rewords the first sqlite-vec one."""
+        if not record.name.startswith("mnemosyne"):
+            return True
+        message = record.getMessage()
+        key = "sqlite-vec" if "sqlite-vec" in message and "vec0" in message else message
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        if key == "sqlite-vec":
+            record.msg, record.args = (
+                "sqlite-vec cannot be loaded here (vec0 module not loaded): Mnemosyne's vector "
+                "tables are off",
+                (),
+            )
+        record.levelname = f"mnemosyne {record.levelname.lower()}"
+        return True
+
+
 def configure_logging(verbosity: int) -> None:
     """Warnings to stderr; -v adds info, -vv debug (with tracebacks of unexpected errors)."""
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
     logging.basicConfig(
         level=level, stream=sys.stderr, format="mnemo-ops: %(levelname)s: %(message)s"
     )
+    if verbosity < 2:
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(item, MnemosyneOnce) for item in handler.filters):
+                handler.addFilter(MnemosyneOnce())
+
+
+def stdout_closed() -> None:
+    """The reader of stdout went away (``| head -1``): send what is left to /dev/null, so the
+    command still finishes with its own exit code and Python's final flush raises nothing."""
+    with contextlib.suppress(OSError, ValueError):
+        descriptor = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(descriptor, sys.stdout.fileno())
+        os.close(descriptor)
 
 
 def emit(data: dict[str, Any], text: Callable[[Console], None]) -> None:
     """Print `data` as one JSON object with --json, else call `text` with the stdout console."""
-    if CURRENT.json:
-        print_json(Console(), data)
-    else:
-        text(CURRENT.console)
+    try:
+        if CURRENT.json:
+            print_json(Console(), data)
+        else:
+            text(CURRENT.console)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_closed()
 
 
 def fail(error: MnemoOpsError) -> None:
     """Print one line for an expected failure (and a JSON object with --json), then exit with its code."""
     if CURRENT.json:
-        print_json(Console(), {"error": error.message, "exit_code": error.exit_code})
+        try:
+            print_json(Console(), {"error": error.message, "exit_code": error.exit_code})
+        except BrokenPipeError:
+            stdout_closed()
     sys.stderr.write(f"mnemo-ops: error: {error.message}\n")
     raise typer.Exit(error.exit_code)
+
+
+def record_installed(scheduler: str, jobs: list[str]) -> None:
+    """Record which jobs `scheduler` now runs for this database, and since when (the overdue check
+    counts only slots after that); a state dir that cannot take the record only costs a warning."""
+    try:
+        install_times.record(CURRENT.settings, scheduler, jobs, utc_now())
+    except (OSError, MnemoOpsError) as error:
+        reason = error.message if isinstance(error, MnemoOpsError) else describe_os_error(error)
+        CURRENT.err_console.print(
+            f"mnemo-ops: warning: could not record the install time in the state dir: {reason}",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def command_group(

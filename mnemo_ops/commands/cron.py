@@ -1,14 +1,32 @@
-"""``mnemo-ops cron render|install|uninstall``: the crontab, rendered from jobs/*.yaml."""
+"""``mnemo-ops cron render|install|uninstall``: the crontab, rendered from jobs/*.yaml.
+
+``render`` prints exactly the block ``install`` writes: this mnemo-ops by its absolute path with the
+resolved ``--db`` and ``--state-dir`` (cron starts jobs with a bare environment, so ``cron render >
+my-crontab`` must give a crontab that finds the program and the database). ``--portable`` prints
+the same block with the program by name and no paths: the form of ``crontab.example``.
+"""
 
 from __future__ import annotations
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import (
+    CURRENT,
+    command_group,
+    emit,
+    handle_errors,
+    record_installed,
+)
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import crontab
+from mnemo_ops.scheduling.installations import installed_elsewhere
 from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
 from mnemo_ops.settings import JOB_NAMES
+
+CRONTAB_HELP = (
+    "The crontab program is `crontab` on PATH; MNEMO_OPS_CRONTAB names another one (a command line, "
+    "called with -l to read and - to write)."
+)
 
 
 def _rendered(command: list[str], with_paths: bool) -> str:
@@ -24,47 +42,83 @@ def _rendered(command: list[str], with_paths: bool) -> str:
     )
 
 
+def _entries(command: str | None, portable: bool = False) -> str:
+    """The lines between the markers (`portable`: the program by name, no paths)."""
+    if portable:
+        return _rendered([command or "mnemo-ops"], with_paths=False)
+    return _rendered([command] if command else installed_command(), with_paths=True)
+
+
+def _scheduled_jobs() -> list[str]:
+    """The jobs the block runs (implemented and enabled: the others are left out or commented)."""
+    settings = CURRENT.settings
+    return [
+        name
+        for name, manifest in effective_manifests(settings).items()
+        if manifest.implemented and settings.job(name).enabled
+    ]
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``cron`` command group."""
     cron_app = command_group(
         app,
         "cron",
-        "The crontab rendered from jobs/*.yaml: render, install, uninstall.",
+        "The crontab rendered from jobs/*.yaml: render, install, uninstall. "
+        f"{CRONTAB_HELP}\n\nExample: mnemo-ops cron install --dry-run",
     )
 
     @cron_app.command(
         "render",
-        help="Print the crontab (crontab.example is exactly this output).\n\n"
+        help="Print the block cron install writes: this mnemo-ops by its absolute path, with the "
+        "resolved --db and --state-dir (cron's environment is bare). --portable prints it with "
+        "the program by name and no paths (crontab.example is exactly that output).\n\n"
         "Example: mnemo-ops cron render > my-crontab",
     )
     @handle_errors
     def render_command(
-        command: str = typer.Option("mnemo-ops", "--command", help="The program cron should call."),
+        command: str = typer.Option(
+            None, "--command", help="The program cron should call (default: this one)."
+        ),
+        portable: bool = typer.Option(
+            False, "--portable", help="The program by name, no paths (as crontab.example)."
+        ),
     ) -> None:
-        text = _rendered([command], with_paths=False)
+        text = crontab.with_block("", _entries(command, portable))
         emit({"crontab": text}, lambda console: console.file.write(text))
 
-    def _apply(new_text_for, dry_run: bool, action: str) -> None:
+    def _apply(new_text_for, dry_run: bool, action: str, jobs: list[str]) -> None:
         current = crontab.read_crontab()
         updated = new_text_for(current)
         change = crontab.diff(current, updated)
+        warnings = installed_elsewhere(CURRENT.settings, "crontab", jobs) if jobs else []
         if not dry_run and change:
             crontab.write_crontab(updated)
+        if not dry_run:
+            record_installed("crontab", jobs)
 
         def text(console) -> None:
+            for warning in warnings:
+                CURRENT.err_console.print(
+                    f"mnemo-ops: warning: {warning}", markup=False, soft_wrap=True
+                )
             if not change:
-                console.print(f"crontab already up to date ({action}: nothing to do)")
+                console.print(f"crontab already up to date ({action}: nothing to do)", markup=False)
             elif dry_run:
                 console.file.write(change)
             else:
-                console.print(f"crontab updated ({action})")
+                console.print(f"crontab updated ({action})", markup=False)
 
-        emit({"changed": bool(change), "dry_run": dry_run, "diff": change}, text)
+        emit(
+            {"changed": bool(change), "dry_run": dry_run, "diff": change, "warnings": warnings},
+            text,
+        )
 
     @cron_app.command(
         "install",
-        help="Add or update the mnemo-ops block in your crontab (idempotent).\n\n"
-        "Example: mnemo-ops cron install --dry-run",
+        help="Add or update the mnemo-ops block in your crontab (idempotent; the block cron "
+        "render prints). Warns when another scheduler already runs the same jobs for this "
+        f"database.\n\n{CRONTAB_HELP}\n\nExample: mnemo-ops cron install --dry-run",
     )
     @handle_errors
     def install_command(
@@ -75,9 +129,13 @@ def register(app: typer.Typer) -> None:
             None, "--command", help="The program cron should call (default: this one)."
         ),
     ) -> None:
-        # The absolute path of this mnemo-ops (cron's PATH is minimal), or `python -m mnemo_ops`.
-        rendered = _rendered([command] if command else installed_command(), with_paths=True)
-        _apply(lambda current: crontab.with_block(current, rendered), dry_run, "install")
+        entries = _entries(command)
+        _apply(
+            lambda current: crontab.with_block(current, entries),
+            dry_run,
+            "install",
+            _scheduled_jobs(),
+        )
 
     @cron_app.command(
         "uninstall",
@@ -90,4 +148,4 @@ def register(app: typer.Typer) -> None:
             False, "--dry-run", "-n", help="Show the diff; change nothing."
         ),
     ) -> None:
-        _apply(crontab.strip_block, dry_run, "uninstall")
+        _apply(crontab.strip_block, dry_run, "uninstall", [])

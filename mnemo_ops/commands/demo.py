@@ -8,14 +8,15 @@ import tempfile
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from mnemo_ops import database
 from mnemo_ops.canonical import trigger
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import table as results_table
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.foundation.exit_codes import FAILED, OK
 from mnemo_ops.foundation.resources import resource_dir
+from mnemo_ops.foundation.writable import require_writable
 from mnemo_ops.jobs import implemented_jobs, run_job
 from mnemo_ops.samples.sample_database import SampleLayout, build_sample
 from mnemo_ops.selfcare import report, report_render
@@ -37,12 +38,13 @@ DEMO_ORDER = (
 remaining jobs; back up, evaluate against the baseline, and write the morning report."""
 
 
-def run_demo(directory: Path | None) -> tuple[SampleLayout, list]:
-    """Build the sample (in `directory`, else a new temp folder) and run every implemented job once."""
+def run_demo(directory: Path | None, temporary: Path | None = None) -> tuple[SampleLayout, list]:
+    """Build the sample (in `directory`, checked first; else in `temporary` or a new temporary
+    folder, which the caller removes) and run every implemented job once."""
     if directory is None:
-        directory = Path(tempfile.mkdtemp(prefix="mnemo-ops-demo-"))
-    elif (directory / "hermes").exists():
-        raise UsageError(f"{directory} already holds a demo; pass an empty or new --dir")
+        directory = temporary or Path(tempfile.mkdtemp(prefix="mnemo-ops-demo-"))
+    else:
+        check_directory(directory)
     layout = build_sample(directory)
     environ = layout.environ()
     # Mnemosyne reads these when a job writes through it: keep its side effects inside the sample.
@@ -58,6 +60,17 @@ def run_demo(directory: Path | None) -> tuple[SampleLayout, list]:
         if job in available:
             results.append(run_job(settings, job, show_progress=CURRENT.show_progress))
     return layout, results
+
+
+def check_directory(directory: Path) -> None:
+    """Refuse (exit 2, one line) a --dir that is a file, holds a demo already, or is not writable."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(f"--dir {directory} is a file, not a folder; pass an empty or new folder")
+    if (directory / "hermes").exists():
+        raise UsageError(f"{directory} already holds a demo; pass an empty or new --dir")
+    require_writable(
+        directory, "the demo's sample home", "pass a writable --dir, or none for a temporary folder"
+    )
 
 
 def _install_trigger(settings) -> None:
@@ -100,8 +113,11 @@ def register(app: typer.Typer) -> None:
 
     @app.command(
         "demo",
-        help="Build a sample Mnemosyne home in a temporary folder (or --dir), run every "
-        "implemented job once and print the report.\n\nExample: mnemo-ops demo",
+        help="Build a sample Mnemosyne home in a temporary folder, run every implemented job once "
+        "and print the report; the temporary folder is removed at the end. With --dir the home is "
+        "built there and kept, to look around in.\n\n"
+        "Exit codes: 0 every job ok, 1 a job failed, 2 a --dir that is a file, not writable or "
+        "already holds a demo.\n\nExample: mnemo-ops demo --dir /tmp/mnemo-demo",
     )
     @handle_errors
     def demo_command(
@@ -109,7 +125,20 @@ def register(app: typer.Typer) -> None:
             None, "--dir", help="Build the sample here instead of a temp folder.", metavar="DIR"
         ),
     ) -> None:
-        layout, results = run_demo(directory)
+        # Without --dir the sample lives in a temporary folder, removed when the demo ends
+        # (whatever happens): a demo leaves nothing behind unless asked to keep it.
+        temporary = (
+            None if directory is not None else Path(tempfile.mkdtemp(prefix="mnemo-ops-demo-"))
+        )
+        try:
+            _demo(directory or temporary, kept=temporary is None)
+        finally:
+            if temporary is not None:
+                shutil.rmtree(temporary, ignore_errors=True)
+
+    def _demo(directory: Path, kept: bool) -> None:
+        """Run the demo in `directory` and print it; `kept` when the home stays afterwards."""
+        layout, results = run_demo(directory if kept else None, temporary=directory)
         report_text = _report_text(layout)
         code = OK if all(result.status in ("ok", "dry-run") for result in results) else FAILED
 
@@ -117,7 +146,7 @@ def register(app: typer.Typer) -> None:
             console.print(
                 f"[bold]Sample home[/] {layout.directory} (built with mnemosyne-memory's own API)"
             )
-            table = Table(title="demo runs")
+            table = results_table(title="demo runs")
             for column in ("job", "status", "changes", "warnings", "error"):
                 table.add_column(column)
             for result in results:
@@ -132,15 +161,27 @@ def register(app: typer.Typer) -> None:
             console.print(table)
             if report_text:
                 console.print(report_text, markup=False, highlight=False)
-            console.print(
-                f"Look around: mnemo-ops --db {layout.db_path} --state-dir {layout.state_dir} status"
-            )
+            if kept:
+                console.print(
+                    f"Look around: mnemo-ops --db {layout.db_path} --state-dir {layout.state_dir} "
+                    "status",
+                    markup=False,
+                    soft_wrap=True,
+                )
+            else:
+                console.print(
+                    "The temporary sample home was removed; to keep one and look around: "
+                    "mnemo-ops demo --dir DIR",
+                    markup=False,
+                    soft_wrap=True,
+                )
 
         emit(
             {
                 "directory": str(layout.directory),
                 "db": str(layout.db_path),
                 "state_dir": str(layout.state_dir),
+                "kept": kept,
                 "runs": [result.to_dict() for result in results],
                 "report": report_text,
             },

@@ -8,10 +8,10 @@ import sqlite3
 from typing import Any
 
 import typer
-from rich.table import Table
 
 from mnemo_ops import database
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import table as results_table
 from mnemo_ops.core.manifests import load_manifests
 from mnemo_ops.database import versions
 from mnemo_ops.foundation.errors import ConfigError, DatabaseError
@@ -214,7 +214,7 @@ def register(app: typer.Typer) -> None:
         checks, code = collect_doctor(CURRENT)
 
         def text(console) -> None:
-            table = Table(title="mnemo-ops doctor")
+            table = results_table(title="mnemo-ops doctor")
             for column in ("check", "status", "detail"):
                 table.add_column(column)
             styles = {"ok": "green", "info": "dim", "warning": "yellow", "error": "bold red"}

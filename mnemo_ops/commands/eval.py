@@ -234,7 +234,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def baseline_command(
         out: str = typer.Option(
-            ..., "--out", "-o", help="Where to write the baseline (JSON).", metavar="FILE"
+            ..., "--out", help="Where to write the baseline (JSON).", metavar="FILE"
         ),
         suite: str = suite_option,
         engine: str = engine_option,

@@ -6,9 +6,15 @@ import os
 from collections import Counter
 
 import typer
-from rich.table import Table
 
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import (
+    CURRENT,
+    command_group,
+    emit,
+    handle_errors,
+    record_installed,
+)
+from mnemo_ops.commands.common import table as results_table
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.foundation.clock import local_now
 from mnemo_ops.foundation.errors import UsageError
@@ -25,6 +31,7 @@ from mnemo_ops.scheduling.hermes.install import (
 from mnemo_ops.scheduling.hermes.install import status as hermes_status
 from mnemo_ops.scheduling.hermes.paths import HermesPaths, script_reference
 from mnemo_ops.scheduling.hermes.scripts import render_script
+from mnemo_ops.scheduling.installations import installed_elsewhere
 from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
 from mnemo_ops.settings import JOB_NAMES
 
@@ -96,7 +103,8 @@ def register(app: typer.Typer) -> None:
         app,
         "hermes",
         "The jobs as Hermes' own script-only cron jobs ($HERMES_HOME/cron/jobs.json and one "
-        "script each in $HERMES_HOME/scripts/mnemo-ops/): render, install, uninstall, status.",
+        "script each in $HERMES_HOME/scripts/mnemo-ops/): render, install, uninstall, status."
+        "\n\nExample: mnemo-ops hermes install --dry-run",
     )
 
     deliver_option = typer.Option(
@@ -111,6 +119,7 @@ def register(app: typer.Typer) -> None:
         "--wait",
         help="Seconds to wait for cron/.jobs.lock (default: scheduling.hermes.lock_wait_seconds).",
         metavar="SECONDS",
+        min=0,
     )
     dry_run_option = typer.Option(
         False, "--dry-run", "-n", help="Show the diff of jobs.json; change nothing."
@@ -172,10 +181,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         request = _request(deliver, wait)
         paths = _paths()
+        jobs = [job for job in request.manifests if job not in request.disabled]
+        elsewhere = installed_elsewhere(CURRENT.settings, "hermes", jobs)
         if dry_run:
             plan = plan_install(paths, request)
         else:
             plan = apply_install(paths, request)
+            record_installed("hermes", jobs)
+        plan.warnings.extend(elsewhere)
         emit(plan.to_dict(), lambda console: _print_plan(console, plan, "install"))
 
     @hermes_app.command(
@@ -192,6 +205,7 @@ def register(app: typer.Typer) -> None:
         else:
             lock_wait = settings.scheduling.hermes.lock_wait_seconds
             plan = apply_uninstall(paths, lock_wait if wait is None else wait)
+            record_installed("hermes", [])
         emit(plan.to_dict(), lambda console: _print_plan(console, plan, "uninstall"))
 
     @hermes_app.command(
@@ -205,7 +219,7 @@ def register(app: typer.Typer) -> None:
         data = hermes_status(_paths(), _request(None, 0))
 
         def text(console) -> None:
-            table = Table(title=f"Hermes cron ({data['jobs_file']})")
+            table = results_table(title=f"Hermes cron ({data['jobs_file']})")
             for column in ("job", "installed", "state", "schedule", "next run", "last run", "last"):
                 table.add_column(column)
             for row in data["jobs"]:

@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
 from mnemo_ops.commands.common import CURRENT, emit, handle_errors
-from mnemo_ops.scheduling.installations import duplicates, installations
+from mnemo_ops.commands.common import table as results_table
+from mnemo_ops.scheduling.installations import UNINSTALL, duplicates, installations
 from mnemo_ops.scheduling.job_table import job_table
-
-UNINSTALL = {
-    "crontab": "mnemo-ops cron uninstall",
-    "hermes": "mnemo-ops hermes uninstall",
-    "systemd": "mnemo-ops systemd uninstall",
-}
 
 
 def _twice_warning(job: str, places: list) -> dict:
@@ -43,14 +37,14 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def jobs_command() -> None:
         settings = CURRENT.settings
-        rows = job_table(settings)
         found = installations(settings)
+        rows = job_table(settings, found)
         for row in rows:
             row["installed"] = [item.to_dict() for item in found if item.job == row["job"]]
         warnings = [_twice_warning(job, places) for job, places in duplicates(found).items()]
 
         def text(console) -> None:
-            table = Table(title="mnemo-ops jobs")
+            table = results_table(title="mnemo-ops jobs")
             for column in ("job", "schedule", "last run", "status", "next run", "installed"):
                 table.add_column(column)
             for row in rows:

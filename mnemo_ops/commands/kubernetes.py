@@ -16,7 +16,8 @@ def register(app: typer.Typer) -> None:
     kubernetes_app = command_group(
         app,
         "kubernetes",
-        "The jobs as Kubernetes CronJobs, one set per agent volume.",
+        "The jobs as Kubernetes CronJobs, one set per agent volume.\n\n"
+        "Example: mnemo-ops kubernetes render --claim dana-hermes | kubectl apply -f -",
     )
 
     @kubernetes_app.command(

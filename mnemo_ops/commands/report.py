@@ -7,8 +7,10 @@ import sys
 
 import typer
 
+from mnemo_ops import database
 from mnemo_ops.commands.common import CURRENT, handle_errors
 from mnemo_ops.foundation.errors import UsageError
+from mnemo_ops.foundation.writable import require_writable
 from mnemo_ops.selfcare import report as morning_report
 from mnemo_ops.selfcare import report_render
 
@@ -22,8 +24,9 @@ def register(app: typer.Typer) -> None:
             "Print the morning report: runs in the period (ok, failed, skipped), overdue jobs, every open "
             "warning by severity with the command that fixes it, backup status, the eval trend and memory "
             "growth per table against a week ago. Also writes <state_dir>/reports/YYYY-MM-DD.md.\n\n"
-            "Exit codes: 0 nothing at error or above, 1 something at error or above, 2 usage or config error.\n\n"
-            "Example (a Hermes no_agent cron job: empty stdout is a silent tick): "
+            "Exit codes: 0 nothing at error or above, 1 something at error or above, 2 usage or "
+            "config error, a missing or non-Mnemosyne database, or an unwritable reports folder.\n\n"
+            "Example, as a Hermes no_agent cron job (empty stdout is a silent tick):\n"
             "mnemo-ops report --since 24h --format markdown --quiet-if-ok"
         ),
     )
@@ -48,6 +51,14 @@ def register(app: typer.Typer) -> None:
             )
         period = morning_report.parse_period(since)
         settings = CURRENT.settings
+        # A missing or non-Mnemosyne database is exit 2 with one line, as for every job.
+        database.open_memory_db(settings.db_path, readonly=True).close()
+        if not no_write:
+            require_writable(
+                settings.reports_dir,
+                "the morning report",
+                "make it writable, point --state-dir at a writable folder, or pass --no-write",
+            )
         built = morning_report.build_report(settings, since=period)
         written = None if no_write else report_render.write_report_file(settings, built)
         if quiet_if_ok and not built.needs_attention:

@@ -74,7 +74,11 @@ def register(app: typer.Typer) -> None:
         ),
         force: bool = typer.Option(False, "--force", help="Run even when disabled or not due."),
         wait: float = typer.Option(
-            0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
+            0.0,
+            "--wait",
+            help="Wait up to SECONDS for the writer lock.",
+            metavar="SECONDS",
+            min=0,
         ),
         option: list[str] = typer.Option(
             None, "--option", "-o", help="Job option KEY=VALUE (repeatable).", metavar="KEY=VALUE"

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import (
+    CURRENT,
+    command_group,
+    emit,
+    handle_errors,
+    record_installed,
+)
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import systemd
+from mnemo_ops.scheduling.installations import installed_elsewhere
 from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
 from mnemo_ops.settings import JOB_NAMES
 
@@ -69,7 +76,8 @@ def register(app: typer.Typer) -> None:
         app,
         "systemd",
         "The jobs as systemd services and timers (one pair per job, plus a template pair "
-        "whose instance names a Hermes home): render, install, uninstall.",
+        "whose instance names a Hermes home): render, install, uninstall.\n\n"
+        "Example: mnemo-ops systemd install --user --dry-run",
     )
 
     user_option = typer.Option(
@@ -135,6 +143,9 @@ def register(app: typer.Typer) -> None:
         jobs = sorted({unit.job for unit in units}, key=JOB_NAMES.index)
         settings = CURRENT.settings
 
+        def timers_jobs(jobs: list[str]) -> list[str]:
+            return [job for job in jobs if settings.job(job).enabled]
+
         def timers(enabled: bool) -> list[str]:
             chosen = [job for job in jobs if settings.job(job).enabled == enabled]
             if homes:
@@ -152,9 +163,21 @@ def register(app: typer.Typer) -> None:
             keep_plain=bool(homes),
         )
         plan.dry_run = dry_run
+        warnings = [] if homes else installed_elsewhere(settings, "systemd", timers_jobs(jobs))
         if not dry_run:
+            systemd.check_systemctl(plan, user)
             systemd.apply_install(plan, units)
-        emit(plan.to_dict(), lambda console: _print_plan(console, plan, "install"))
+            if not homes:
+                record_installed("systemd", timers_jobs(jobs))
+
+        def text(console) -> None:
+            for warning in warnings:
+                CURRENT.err_console.print(
+                    f"mnemo-ops: warning: {warning}", markup=False, soft_wrap=True
+                )
+            _print_plan(console, plan, "install")
+
+        emit({**plan.to_dict(), "warnings": warnings}, text)
 
     @systemd_app.command(
         "uninstall",
@@ -171,5 +194,7 @@ def register(app: typer.Typer) -> None:
         plan = systemd.plan_uninstall(_directory(user, unit_dir), user, not no_systemctl)
         plan.dry_run = dry_run
         if not dry_run:
+            systemd.check_systemctl(plan, user)
             systemd.apply_uninstall(plan)
+            record_installed("systemd", [])
         emit(plan.to_dict(), lambda console: _print_plan(console, plan, "uninstall"))

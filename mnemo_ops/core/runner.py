@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from mnemo_ops import database
-from mnemo_ops.core import state
+from mnemo_ops.core import folders, state
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.manifests import get_manifest
@@ -24,6 +24,7 @@ from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.core.results import JobResult, Severity, Status
 from mnemo_ops.foundation.errors import JobTimeout, LockHeldError, MnemoOpsError
 from mnemo_ops.foundation.exit_codes import OK, USAGE
+from mnemo_ops.foundation.writable import describe_os_error
 from mnemo_ops.settings import Settings
 
 log = logging.getLogger("mnemo_ops")
@@ -145,6 +146,9 @@ def run_job(
     database.open_memory_db(
         settings.db_path, readonly=True
     ).close()  # one-line exit 2 when unusable
+    # The ledger and the lock live in the state dir: without it nothing can even be recorded, so
+    # it refuses the run before it starts (dry runs too: they report what the real run would meet).
+    folders.check_state_dir(settings)
 
     lock = None
     if manifest.needs_lock and not dry_run:
@@ -172,6 +176,7 @@ def run_job(
         )
         _notify(settings, result, hooks.monitors, "start")
         try:
+            folders.check_scopes(settings, manifest)
             for check in hooks.preflight:
                 check(context)
             guard = hooks.guards.get(manifest.guard) if manifest.guard and not dry_run else None
@@ -186,6 +191,9 @@ def run_job(
             result.fail(error.message)
             if error.exit_code == USAGE:
                 result.exit_code_override = USAGE
+        except OSError as error:  # a file or folder of ours: what failed, where, and what to do
+            log.debug("job %s met an OS error", name, exc_info=True)
+            result.fail(describe_os_error(error))
         except Exception as error:  # unexpected: one line for the user, the traceback in the log
             log.debug("job %s crashed", name, exc_info=True)
             result.fail(f"{type(error).__name__}: {error}")

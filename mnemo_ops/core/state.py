@@ -162,3 +162,20 @@ def runs_since(db: sqlite_utils.Database | None, since: datetime) -> list[dict[s
             "SELECT * FROM runs WHERE started_at >= ? ORDER BY id", [isoformat(since)]
         )
     ]
+
+
+def checkpoint_uses(db: sqlite_utils.Database | None) -> list[dict[str, Any]]:
+    """The real runs that started from a checkpoint (their own pre-write one, or one they reused):
+    job, status, started_at and the checkpoint's name, oldest first. Retention keeps rollback
+    points from these."""
+    if db is None or "runs" not in db.table_names():
+        return []
+    return [
+        dict(row)
+        for row in db.query(
+            "SELECT job, status, started_at, checkpoint FROM ("
+            "SELECT id, job, status, started_at, json_extract(result_json, '$.checkpoint') AS "
+            "checkpoint FROM runs WHERE dry_run = 0 AND json_valid(result_json)) "
+            "WHERE typeof(checkpoint) = 'text' ORDER BY id"
+        )
+    ]

@@ -1,11 +1,15 @@
 """The backup job (02:00 daily): one verified checkpoint of the memory DB, memory blocks and state.db.
 
+The first backup of a UTC day is that day's daily; later ones the same day are manual ones, kept by
+their own count (``checkpoints/retention.py``), so backups made by hand never push out a daily or a
+job's rollback point.
+
 The checkpoints themselves (create, verify, retain) live in ``mnemo_ops.checkpoints``.
 """
 
 from __future__ import annotations
 
-from mnemo_ops.checkpoints import catalog
+from mnemo_ops.checkpoints import catalog, retention
 from mnemo_ops.checkpoints.create import (
     CheckpointError,
     CheckpointOutcome,
@@ -37,45 +41,65 @@ def _report_failure(ctx: JobContext, outcome: CheckpointOutcome) -> None:
     )
 
 
-def run(ctx: JobContext) -> JobResult:
-    """Make today's checkpoint, verify it, then apply retention (``backup.keep``)."""
+def _would(ctx: JobContext, kind: str, moment) -> JobResult:
+    """A dry run: the checkpoint it would make and what retention would then remove."""
     settings = ctx.settings
-    removals = catalog.planned_removals(settings, "daily")
+    name = catalog.checkpoint_name(kind, None, moment)
+    incoming = retention.Checkpoint(name, kind, moment, verified=True)
+    removals = [
+        other for other in catalog.plan_retention(settings, incoming).removals() if other != name
+    ]
     ctx.count("checkpoints_created", 1)
     ctx.count("checkpoints_removed", len(removals))
+    ctx.result.stats.update(
+        {
+            "would_create": name,
+            "kind": kind,
+            "would_remove": removals,
+            "estimated_size_bytes": estimated_size(settings),
+            "backups_dir": str(settings.backups_dir),
+        }
+    )
+    return ctx.result
+
+
+def run(ctx: JobContext) -> JobResult:
+    """Make a verified checkpoint (the day's daily, or a manual one), then apply retention.
+
+    Changes are counted once they are made: a run that fails part-way reports only what it did.
+    """
+    settings = ctx.settings
+    moment = utc_now()
+    kind = catalog.backup_kind(settings, moment)
     if ctx.dry_run:
-        ctx.result.stats.update(
-            {
-                "would_create": catalog.checkpoint_name("daily", None, utc_now()),
-                "would_remove": [info.name for info in removals],
-                "estimated_size_bytes": estimated_size(settings),
-                "backups_dir": str(settings.backups_dir),
-            }
-        )
-        return ctx.result
+        return _would(ctx, kind, moment)
     try:
-        outcome = create_checkpoint(settings, "daily", progress=ctx.progress)
+        outcome = create_checkpoint(settings, kind, progress=ctx.progress, moment=moment)
     except CheckpointError as error:
         ctx.warn(error.code, error.message, severity=error.severity)
-        ctx.result.changes.clear()
         raise
     ctx.result.stats.update(outcome.stats)
+    ctx.result.stats["kind"] = kind
     if not outcome.verified:
-        ctx.result.changes = {
-            "checkpoints_created": 0,
-            "checkpoints_removed": 0,
-            "checkpoints_failed": 1,
+        # A bad night pushes out no good checkpoint: only old failed ones are pruned.
+        plan = catalog.plan_retention(settings)
+        doomed = {
+            decision.name
+            for decision in plan.decisions
+            if not decision.keep and decision.role == retention.FAILED
         }
-        catalog.remove_checkpoints(
-            catalog.failed_plan(settings, catalog.keep_count(settings, "daily"))
+        removed = catalog.remove_checkpoints(
+            [info for info in catalog.list_checkpoints(settings) if info.name in doomed]
         )
+        ctx.count("checkpoints_created", 0)
+        ctx.count("checkpoints_removed", len(removed))
+        ctx.count("checkpoints_failed", 1)
         _report_failure(ctx, outcome)
         return ctx.result
+    ctx.count("checkpoints_created", 1)
     ctx.result.checkpoint = outcome.name
-    removed = catalog.apply_retention(settings, "daily")
-    ctx.result.changes["checkpoints_removed"] = len(
-        [name for name in removed if name.startswith("daily-")]
-    )
+    removed = catalog.apply_retention(settings)
+    ctx.count("checkpoints_removed", len(removed))
     ctx.result.stats["removed"] = removed
     if "state_db_problem" in outcome.stats:
         ctx.warn(

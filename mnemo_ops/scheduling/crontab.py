@@ -7,7 +7,6 @@ list, never through a shell; ``MNEMO_OPS_CRONTAB`` names another program (tests,
 
 from __future__ import annotations
 
-import difflib
 import os
 import shlex
 import subprocess
@@ -16,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from mnemo_ops.core.manifests import JobManifest
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.scheduling.invocation import job_arguments
+from mnemo_ops.scheduling.text_diff import unified_diff
 
 BEGIN_MARKER = "# BEGIN mnemo-ops (managed by `mnemo-ops cron install`; edit jobs/*.yaml or the config instead)"
 END_MARKER = "# END mnemo-ops"
@@ -119,11 +119,4 @@ def with_block(current: str, rendered: str) -> str:
 
 def diff(before: str, after: str) -> str:
     """A unified diff between two crontab texts ("" when equal)."""
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            "crontab (current)",
-            "crontab (new)",
-        )
-    )
+    return unified_diff(before, after, "crontab (current)", "crontab (new)")

@@ -14,11 +14,13 @@ import dataclasses
 import os
 import re
 import shlex
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mnemo_ops.foundation.clock import isoformat
 from mnemo_ops.foundation.errors import MnemoOpsError
-from mnemo_ops.scheduling import crontab, systemd
+from mnemo_ops.scheduling import crontab, install_times, systemd
 from mnemo_ops.scheduling.hermes.install import installed_entries
 from mnemo_ops.scheduling.hermes.paths import HermesPaths
 from mnemo_ops.scheduling.hermes.scripts import script_command
@@ -35,6 +37,8 @@ class Installation:
     where: str
     database: Path | None  # None: could not tell
     active: bool
+    since: datetime | None = None
+    """When it was installed there (None: not known, as for a crontab line written by hand)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -44,6 +48,7 @@ class Installation:
             "where": self.where,
             "db": str(self.database) if self.database else None,
             "active": self.active,
+            "since": isoformat(self.since) if self.since else None,
         }
 
 
@@ -104,6 +109,7 @@ def from_hermes(settings: Settings) -> list[Installation]:
                 f"{paths.jobs_file} ({entry.get('id')})",
                 database,
                 bool(entry.get("enabled", True)),
+                install_times.parse(entry.get("created_at")),
             )
         )
     return found
@@ -125,7 +131,14 @@ def from_systemd(environ: dict[str, str]) -> list[Installation]:
                         home = systemd.unescape_path(timer[len(stem) + 1 : -len(".timer")])
                         database = mnemosyne_default_db({"HERMES_HOME": home})
                         found.append(
-                            Installation(job, "systemd", str(directory / timer), database, True)
+                            Installation(
+                                job,
+                                "systemd",
+                                str(directory / timer),
+                                database,
+                                True,
+                                _file_time(path),
+                            )
                         )
                 continue
             timer = path.name.replace(".service", ".timer")
@@ -137,6 +150,7 @@ def from_systemd(environ: dict[str, str]) -> list[Installation]:
                     str(directory / timer),
                     _database(arguments, environ) if arguments else None,
                     timer in enabled,
+                    _file_time(directory / timer),
                 )
             )
     return found
@@ -150,12 +164,27 @@ def _exec_start(path: Path) -> list[str] | None:
     return None
 
 
+def _file_time(path: Path) -> datetime | None:
+    """When a unit file was last written: when its timer was installed, as far as systemd says."""
+    with contextlib.suppress(OSError):
+        return datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+    return None
+
+
 def installations(settings: Settings, environ: dict[str, str] | None = None) -> list[Installation]:
-    """Every place that runs a mnemo-ops job for `settings`' database (or for an unknown one)."""
+    """Every place that runs a mnemo-ops job for `settings`' database (or for an unknown one),
+    with when it was installed there: as ``install`` recorded it, else as the scheduler says."""
     environ = dict(os.environ if environ is None else environ)
     everything = from_crontab(environ) + from_hermes(settings) + from_systemd(environ)
     target = settings.db_path.absolute()
-    return [item for item in everything if item.database is None or item.database == target]
+    recorded = install_times.read(settings)
+    found = []
+    for item in everything:
+        if item.database is not None and item.database != target:
+            continue
+        since = install_times.parse(recorded.get(item.scheduler, {}).get(item.job))
+        found.append(dataclasses.replace(item, since=since) if since else item)
+    return found
 
 
 def duplicates(found: list[Installation]) -> dict[str, list[Installation]]:
@@ -165,3 +194,32 @@ def duplicates(found: list[Installation]) -> dict[str, list[Installation]]:
         if item.active:
             by_job.setdefault(item.job, []).append(item)
     return {job: items for job, items in by_job.items() if len(items) > 1}
+
+
+UNINSTALL = {
+    "crontab": "mnemo-ops cron uninstall",
+    "hermes": "mnemo-ops hermes uninstall",
+    "systemd": "mnemo-ops systemd uninstall",
+}
+"""The command that takes a scheduler's jobs out again."""
+
+
+def installed_elsewhere(
+    settings: Settings, scheduler: str, jobs: list[str], environ: dict[str, str] | None = None
+) -> list[str]:
+    """One warning per other scheduler that already runs some of `jobs` for this database: an
+    install into `scheduler` would make them run twice per slot (racing for the writer lock)."""
+    warnings = []
+    others: dict[str, list[Installation]] = {}
+    for item in installations(settings, environ):
+        if item.scheduler != scheduler and item.active and item.job in jobs:
+            others.setdefault(item.scheduler, []).append(item)
+    for other, items in sorted(others.items()):
+        names = ", ".join(sorted({item.job for item in items}, key=jobs.index))
+        where = sorted({item.where.split(" (")[0] for item in items})[0]
+        warnings.append(
+            f"{names} also run from {other} ({where}) for this database: installed here too, each "
+            f"would run twice per slot and race for the writer lock; keep one scheduler "
+            f"(`{UNINSTALL[other]}`, or uninstall this one)"
+        )
+    return warnings

@@ -381,19 +381,39 @@ def plan_uninstall(directory: Path, user: bool, use_systemctl: bool) -> SystemdP
     return SystemdPlan(directory, files, commands)
 
 
-def _run(command: list[str]) -> None:
+NO_SYSTEMCTL_HINT = (
+    "pass --no-systemctl to write (or remove) only the unit files, then run systemctl where "
+    "systemd runs for you"
+)
+
+
+def _run(command: list[str], files_written: bool = True) -> None:
+    where = "the unit files are in place" if files_written else "nothing was written"
     try:
         completed = subprocess.run(command, capture_output=True, text=True, check=False)
     except FileNotFoundError:
         raise MnemoOpsError(
-            f"{command[0]} was not found: the unit files are in place; run "
-            f"`{shlex.join(command)}` where systemd runs, or pass --no-systemctl"
+            f"{command[0]} was not found ({where}): run `{shlex.join(command)}` where systemd "
+            f"runs, or {NO_SYSTEMCTL_HINT}"
         ) from None
     if completed.returncode != 0:
         message = (completed.stderr or completed.stdout).strip().splitlines()
+        reason = message[-1] if message else completed.returncode
         raise MnemoOpsError(
-            f"`{shlex.join(command)}` failed: {message[-1] if message else completed.returncode}"
+            f"`{shlex.join(command)}` failed: {reason} ({where}); {NO_SYSTEMCTL_HINT}"
         )
+
+
+def check_systemctl(plan: SystemdPlan, user: bool) -> None:
+    """Before anything is written: can systemctl reach the manager install will talk to?
+
+    Without a user bus (no login session: su, a container, cron) ``systemctl --user`` fails, and
+    the units written before it would be left for a manager that never reads them. Asked with a
+    read-only call (``show-environment``) so a working manager is not changed by the question.
+    """
+    if not plan.commands or not user:
+        return
+    _run([*systemctl_program(), "--user", "show-environment"], files_written=False)
 
 
 def apply_install(plan: SystemdPlan, units: list[UnitFile]) -> None:

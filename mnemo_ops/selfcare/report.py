@@ -293,6 +293,7 @@ def _guard_summary(ledger) -> dict[str, Any]:
             "before": decision["figures"].get("before", {}),
             "after": decision["figures"].get("after", {}),
             "problems": decision["figures"].get("problems", []),
+            "unchanged": bool(decision["figures"].get("unchanged")),
         }
         for job, decision in sorted(latest.items())
     ]
@@ -420,6 +421,7 @@ def build_report(
             overdue_jobs,  # the same rule as the jobs audit (with grace
         )
 
+        table = job_table(settings)
         overdue = [
             {
                 "job": row["job"],
@@ -427,7 +429,7 @@ def build_report(
                 "missed_slot": row["missed_slot"],
                 "last_success": row["last_success"],
             }
-            for row in overdue_jobs(settings, now)
+            for row in overdue_jobs(settings, now, table)
         ]
         jobs = [
             {
@@ -440,9 +442,10 @@ def build_report(
                     "last_run",
                     "last_status",
                     "next_run",
+                    "scheduled",
                 )
             }
-            for row in job_table(settings)
+            for row in table
         ]
         learned: list[dict[str, Any]] = []
         growth = _growth(settings, ledger, now, learned)

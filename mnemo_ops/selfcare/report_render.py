@@ -31,6 +31,9 @@ def _guard_lines(guard: dict[str, Any]) -> list[str]:
             f"{name} {value:.3f} -> {entry['after'].get(name, 0):.3f}"
             for name, value in entry["before"].items()
         )
+        # A trial that changed nothing is not measured: say so rather than show an empty list.
+        if not figures:
+            figures = "the trial changed nothing" if entry.get("unchanged") else "not measured"
         problems = f"; {'; '.join(entry['problems'])}" if entry["problems"] else ""
         lines.append(f"{entry['job']}: {entry['verdict']} ({entry['run_at']}; {figures}){problems}")
     trend = [

@@ -30,8 +30,15 @@ from mnemo_ops.settings.types import (
 class BackupOptions(Section):
     """``backup``: checkpoints and how many are kept."""
 
-    keep: PositiveInt = option(7, "verified daily checkpoints kept")
-    pre_write_keep: PositiveInt = option(7, "verified pre-write checkpoints kept")
+    keep: PositiveInt = option(
+        7, "daily checkpoints kept: one per UTC day, the newest days' (failed ones: as many)"
+    )
+    manual_keep: PositiveInt = option(
+        3, "manual checkpoints kept: a day's backups after its daily, newest first"
+    )
+    pre_write_keep: PositiveInt = option(
+        7, "pre-write checkpoints kept, besides each job's rollback points"
+    )
     reuse_minutes: NonNegativeInt = option(10, "a pre-write checkpoint this recent is reused")
 
 

@@ -1,5 +1,5 @@
-"""The checkpoint before a job's first write (the runner's hook): reused briefly, kept to seven, and a
-failed one stops the job before it writes."""
+"""The checkpoint before a job's first write (the runner's hook): reused briefly, kept to seven
+besides each job's rollback point, and a failed one stops the job before it writes."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from freezegun import freeze_time
 
 from mnemo_ops.checkpoints import catalog
 from mnemo_ops.checkpoints.pre_write import take_for_job as runner_hook
+from mnemo_ops.core import state
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.manifests import get_manifest
 from mnemo_ops.core.results import JobResult
@@ -29,6 +30,13 @@ def _hook_context(settings, job: str) -> JobContext:
     )
 
 
+def _succeed(settings, context: JobContext) -> None:
+    """Record the hook's run as a successful one in the ledger, as the runner does."""
+    ledger = state.open_state(settings.state_db_path)
+    state.record_run(ledger, context.result.finish())
+    ledger.close()
+
+
 def test_pre_write_checkpoints_are_reused_briefly_and_keep_seven(sample_settings):
     start = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
     with freeze_time(start):
@@ -36,6 +44,7 @@ def test_pre_write_checkpoints_are_reused_briefly_and_keep_seven(sample_settings
         context.before_write()
         context.before_write()  # once per run
         first = context.result.checkpoint
+        _succeed(sample_settings, context)
     assert first.startswith("pre-memory-maintain-20261101T090000Z")
     with freeze_time(start + timedelta(minutes=5)):  # within backup.reuse_minutes: reused
         context = _hook_context(sample_settings, "evening-batch")
@@ -47,12 +56,15 @@ def test_pre_write_checkpoints_are_reused_briefly_and_keep_seven(sample_settings
             context = _hook_context(sample_settings, "evening-batch")
             context.before_write()
             made.append(context.result.checkpoint)
+            _succeed(sample_settings, context)
     assert len(set(made)) == 10
     pre_write = [
         info for info in catalog.list_checkpoints(sample_settings) if info.kind == "pre-write"
     ]
-    assert [info.name for info in pre_write] == made[-7:]
-    assert all(info.verified and info.job == "evening-batch" for info in pre_write)
+    # The newest seven, and memory-maintain's only one: the rollback point of its last successful
+    # run stays until memory-maintain runs again.
+    assert [info.name for info in pre_write] == [first, *made[-7:]]
+    assert all(info.verified and info.job == "evening-batch" for info in pre_write[1:])
 
 
 def test_a_job_does_not_write_when_its_pre_write_checkpoint_fails(sample, sample_settings):

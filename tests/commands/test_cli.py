@@ -68,12 +68,60 @@ def test_help_lists_commands():
         "eval compare",
         "eval explain",
         "why",
+        "eval baseline",
+        "cron",
+        "hermes",
+        "systemd",
+        "kubernetes",
+        "backup",
+        "backup list",
+        "report",
     ],
 )
 def test_every_command_help_has_an_example(command):
-    result = run_cli(None, *command.split(), "--help")
+    result = run_cli(None, *command.split(), "--help", env={"COLUMNS": "50"})
     assert result.returncode == 0
-    assert "Example: mnemo-ops" in result.stdout
+    assert "mnemo-ops " in result.stdout and "Example" in result.stdout
+    # An example is never wrapped, let alone inside a word ("mnemo-" / "ops").
+    example = result.stdout[result.stdout.index("Example") :].split("\n\n")[0]
+    command_line = next(line for line in example.splitlines() if "mnemo-ops " in line)
+    assert all(word in command_line.split() for word in command.split()), command_line
+    assert "mnemo-\n" not in result.stdout
+
+
+def test_piped_tables_are_plain_full_rows(sample, cli):
+    """Issue 28, item 7: `jobs` piped was cut at 80 columns (``nightly-self...``)."""
+    completed = cli("jobs")
+    assert completed.returncode == 0, completed.stderr
+    lines = completed.stdout.splitlines()
+    assert "…" not in completed.stdout and "..." not in completed.stdout
+    assert not any(character in completed.stdout for character in "┏┃━│")
+    row = next(line for line in lines if line.startswith("nightly-selfcare "))
+    assert "0 13 * * *" in row and row == row.rstrip()
+    assert all(line == line.rstrip() for line in lines)
+
+
+def test_o_means_option_everywhere(sample, cli):
+    """`-o` is --option in `run`; eval baseline's --out no longer takes it."""
+    assert not re.search(r"(?<![\w-])-o\b", cli("eval", "baseline", "--help").stdout)
+    refused = cli("eval", "baseline", "-o", "baseline.json")
+    assert refused.returncode == 2 and "No such option: -o" in refused.stderr
+
+
+def test_a_closed_pipe_is_not_a_failure(sample):
+    """`hermes install --dry-run | head -1` exited 1 (click's broken-pipe exit)."""
+    import subprocess
+
+    command = f"{sys.executable} -m mnemo_ops hermes install --dry-run | head -c 20 >/dev/null"
+    completed = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", f'{command}; echo "rc=${{PIPESTATUS[0]}}"'],
+        env=sample.environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "rc=0" in completed.stdout, completed.stdout + completed.stderr
+    assert "Traceback" not in completed.stderr and "Broken pipe" not in completed.stderr
 
 
 def test_missing_database_exits_2_with_one_line(tmp_path):
@@ -175,7 +223,7 @@ def test_python_dash_m_works():
 
 
 def test_cron_render_equals_crontab_example(cli):
-    result = cli("cron", "render")
+    result = cli("cron", "render", "--portable")
     assert result.returncode == 0, result.stderr
     assert result.stdout == (REPO / "crontab.example").read_text()
 
@@ -185,7 +233,7 @@ def test_cron_render_follows_config_overrides(cli, tmp_path):
     config.write_text(
         "jobs:\n  backup:\n    schedule: '5 4 * * *'\n  retrieval-eval:\n    enabled: false\n"
     )
-    result = cli("--config", str(config), "cron", "render")
+    result = cli("--config", str(config), "cron", "render", "--portable")
     assert "5 4 * * * mnemo-ops -q run backup" in result.stdout
     assert "# (disabled in config) 45 3 * * * mnemo-ops -q run retrieval-eval" in result.stdout
 
@@ -230,6 +278,40 @@ def test_cron_install_is_idempotent_and_keeps_other_lines(cli, fake_crontab):
     removed = cli("cron", "uninstall", env=env)
     assert removed.returncode == 0
     assert table.read_text() == "MAILTO=me@example.org\n0 5 * * * /usr/bin/true\n"
+
+
+def test_cron_render_prints_what_install_writes(sample, cli, fake_crontab):
+    """Issue 28, item 6: `cron render > my-crontab` must find the program and the database."""
+    table, env = fake_crontab
+    rendered = cli("cron", "render", env=env)
+    assert rendered.returncode == 0, rendered.stderr
+    assert cli("cron", "install", env=env).returncode == 0
+    assert table.read_text() == rendered.stdout
+    entry = next(line for line in rendered.stdout.splitlines() if line.endswith("run backup"))
+    assert f"--db {sample.db_path}" in entry and f"--state-dir {sample.state_dir}" in entry
+    program = entry.split()[5]
+    assert Path(program).is_absolute(), entry
+
+
+def test_cron_install_warns_when_hermes_cron_runs_the_same_jobs(sample, cli, fake_crontab):
+    table, env = fake_crontab
+    assert cli("hermes", "install", env=env).returncode == 0
+    installed = cli("--json", "cron", "install", "--dry-run", env=env)
+    assert installed.returncode == 0, installed.stderr
+    warnings = json.loads(installed.stdout)["warnings"]
+    assert len(warnings) == 1 and "also run from hermes" in warnings[0]
+    assert "mnemo-ops hermes uninstall" in warnings[0] and "backup" in warnings[0]
+    text = cli("cron", "install", env=env)
+    assert "mnemo-ops: warning:" in text.stderr and "twice per slot" in text.stderr
+
+
+def test_the_crontab_program_override_is_documented(cli):
+    """Issue 28, item 6: MNEMO_OPS_CRONTAB was undocumented."""
+    assert "MNEMO_OPS_CRONTAB" in cli("cron", "--help").stdout
+    assert "MNEMO_OPS_CRONTAB" in cli("cron", "install", "--help").stdout
+    page = (REPO / "docs" / "scheduling.md").read_text(encoding="utf-8")
+    crontab_section = page.split("## The crontab", 1)[1].split("\n## ", 1)[0]
+    assert "`MNEMO_OPS_CRONTAB`" in crontab_section and "`-l`" in crontab_section
 
 
 def test_cron_install_into_empty_crontab(cli, fake_crontab):

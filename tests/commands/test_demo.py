@@ -29,3 +29,20 @@ def test_demo_refuses_a_folder_that_already_holds_one(tmp_path):
     (target / "hermes").mkdir(parents=True)
     result = run_cli(None, "demo", "--dir", str(target))
     assert result.returncode == 2 and "already holds a demo" in result.stderr
+
+
+def test_demo_without_dir_leaves_no_temporary_home_behind(tmp_path):
+    """Issue 28, item 7: the demo's temporary home was left behind."""
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    result = run_cli(
+        None, "--json", "demo", env={"HOME": str(home), "TMPDIR": str(temporary)}, timeout=600
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["kept"] is False and data["directory"].startswith(str(temporary))
+    assert list(temporary.iterdir()) == [] and list(home.iterdir()) == []
+    text = run_cli(None, "demo", env={"HOME": str(home), "TMPDIR": str(temporary)}, timeout=600)
+    assert "mnemo-ops demo --dir DIR" in text.stdout and list(temporary.iterdir()) == []

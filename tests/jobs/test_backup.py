@@ -74,7 +74,9 @@ def test_backup_makes_a_verified_private_checkpoint(sample, cli):
     assert code == 0 and result["status"] == "ok", result
     folder = sample.state_dir / "backups" / result["checkpoint"]
     manifest = json.loads((folder / "manifest.json").read_text())
-    assert manifest["kind"] == "daily" and manifest["verification"]["ok"] is True
+    # The day's first backup is its daily; the second of the same day is a manual one.
+    assert first["checkpoint"].startswith("daily-") and result["checkpoint"].startswith("manual-")
+    assert manifest["kind"] == "manual" and manifest["verification"]["ok"] is True
     assert manifest["verification"]["integrity_check"] == "ok"
     assert manifest["source_db"] == str(sample.db_path)
     assert set(manifest["files"]) == {
@@ -118,7 +120,8 @@ def test_list_json_and_verify(sample, cli):
     code, result = run_json(cli, "run", "backup")
     assert code == 0
     code, listing = run_json(cli, "backup", "list")
-    assert code == 0 and list(listing) == ["checkpoints"]
+    assert code == 0 and list(listing) == ["checkpoints", "limits"]
+    assert listing["limits"] == {"daily": 7, "manual": 3, "pre_write": 7, "failed": 7}
     (entry,) = listing["checkpoints"]
     assert {"name", "kind", "created_at", "path", "size_bytes", "verified"} <= set(entry)
     assert (
@@ -322,7 +325,7 @@ def test_stale_temporary_folders_are_cleaned_and_ignored(sample, cli):
     stale.mkdir(parents=True)
     (stale / "mnemosyne.db").write_bytes(b"half a copy")
     code, listing = run_json(cli, "backup", "list")
-    assert listing == {"checkpoints": []}
+    assert listing["checkpoints"] == []
     code, result = run_json(cli, "run", "backup")
     assert code == 0 and not stale.exists()
 
@@ -341,3 +344,56 @@ def test_a_symlinked_backups_folder_is_refused(sample, cli, tmp_path):
     completed = cli("run", "backup")
     assert completed.returncode == 1 and "symlink" in completed.stdout + completed.stderr
     assert list(elsewhere.iterdir()) == []
+
+
+def _listed(cli) -> dict[str, dict]:
+    code, listing = run_json(cli, "backup", "list")
+    assert code == 0, listing
+    return {entry["name"]: entry for entry in listing["checkpoints"]}
+
+
+def test_eight_manual_backups_never_push_out_a_rollback_point(sample, cli):
+    """Issue 28, item 1: memory-maintain's pre-write checkpoint, then eight backups in a minute."""
+    code, maintained = run_json(cli, "run", "memory-maintain")
+    assert code == 0 and maintained["checkpoint"].startswith("pre-memory-maintain-"), maintained
+    rollback = maintained["checkpoint"]
+    made = []
+    for _ in range(8):
+        code, result = run_json(cli, "run", "backup")
+        assert code == 0, result
+        made.append(result["checkpoint"])
+    listed = _listed(cli)
+    assert rollback in listed and listed[rollback]["verified"] is True
+    assert listed[rollback]["retention"]["rollback_for"] == ["memory-maintain"]
+    # The first backup of the day is its daily; the others are manual ones, three of them kept.
+    assert made[0].startswith("daily-") and all(name.startswith("manual-") for name in made[1:])
+    assert set(listed) == {rollback, made[0], *made[-3:]}
+    assert listed[made[0]]["counts_as"] == "daily"
+    assert "expires" in listed[made[-1]]["retention"]
+    # A dry run with a smaller count plans no removal of what a rollback needs.
+    code, dry = run_json(cli, "run", "backup", "-o", "keep=3", "--dry-run")
+    assert code == 0 and rollback not in dry["stats"]["would_remove"]
+    assert made[0] not in dry["stats"]["would_remove"]
+    assert dry["changes"]["checkpoints_removed"] == len(dry["stats"]["would_remove"]) == 1
+    assert run_json(cli, "backup", "verify", rollback)[0] == 0
+    code, plan = run_json(
+        cli, "backup", "restore", made[-1], "--dry-run"
+    )  # a manual one restores too
+    assert code == 0 and plan["verification"]["ok"] is True
+    text = cli("backup", "list")
+    assert text.returncode == 0
+    line = next(line for line in text.stdout.splitlines() if line.startswith(rollback))
+    assert "rollback point of memory-maintain" in line and "next successful run" in line
+
+
+def test_a_daily_reused_as_a_pre_write_checkpoint_stays_through_manual_backups(sample, cli):
+    """The issue's own case: memory-maintain reused the daily made minutes before it."""
+    code, first = run_json(cli, "run", "backup")
+    assert code == 0
+    code, maintained = run_json(cli, "run", "memory-maintain")
+    assert code == 0 and maintained["checkpoint"] == first["checkpoint"], maintained
+    for _ in range(8):
+        assert run_json(cli, "run", "backup")[0] == 0
+    listed = _listed(cli)
+    assert first["checkpoint"] in listed
+    assert listed[first["checkpoint"]]["retention"]["rollback_for"] == ["memory-maintain"]

@@ -255,6 +255,8 @@ def test_nightly_first_seen_dates_decide_the_order(sample, tmp_path):
     nightly = run_cli(sample, "--config", str(config), "--json", "run", "nightly-selfcare")
     assert nightly.returncode == 0, nightly.stderr
     assert json.loads(nightly.stdout)["changes"]["block_entries_recorded"] == 28
+    # No wait: first-seen dates have one-second resolution, and a newcomer recorded in the same
+    # second as the nightly audit still moves after the entries the audit saw (plan.choose).
     entries = block_entries(sample, "USER.md")
     newcomer = "Prefers window seats on trains and an aisle seat on planes."
     (sample.memory_blocks_dir / "USER.md").write_text(

@@ -21,6 +21,7 @@ from mnemo_ops.selfcare import report, row_count_history
 from tests.purity import assert_unchanged, snapshot
 from tests.selfcare.helpers import (
     age_file,
+    install_in_hermes,
     record_healthy_day,
     settings_for,
     write_checkpoint,
@@ -115,6 +116,7 @@ def warning_codes(built: report.Report) -> dict[str, str]:
 
 def test_a_simulated_week(sample, tmp_path):
     settings = settings_for(sample, write_config(tmp_path))
+    install_in_hermes(settings, DAY0 - timedelta(days=1))  # scheduled before the week starts
     cur = settings.queue_dir / "cur"
     processed = cur / "processed-early.json"
     processed.write_text('{"content": "done"}', encoding="utf-8")
@@ -306,3 +308,18 @@ def test_planted_secrets_never_appear_anywhere(sample, cli):
             assert fragment not in text
         assert fragment.encode() not in stored
         assert fragment not in ledger_json
+
+
+def test_day_one_after_the_first_backup_nothing_is_overdue(sample, cli):
+    """Issue 28, item 3: a fresh install was told it was late (8 job-overdue warnings)."""
+    assert cli("run", "backup").returncode == 0
+    completed = cli("--json", "run", "nightly-selfcare")
+    assert completed.returncode == 0, completed.stderr
+    found = [warning["code"] for warning in json.loads(completed.stdout)["warnings"]]
+    assert "job-overdue" not in found and found.count("job-not-installed") == 1
+    reported = cli("--json", "report")
+    data = json.loads(reported.stdout)
+    assert data["overdue"] == []
+    assert [w["code"] for w in data["warnings"]].count("job-not-installed") == 1
+    text = cli("report").stdout
+    assert "missed its" not in text and "Overdue jobs: none" in text

@@ -273,9 +273,11 @@ def test_install_is_idempotent_and_leaves_foreign_units_byte_identical(tmp_path,
     assert len(written) == len(foreign) + 4 * len(implemented())
     assert all(written[name] == data for name, data in foreign.items())
     calls = _calls(log)
-    assert calls[0] == ["--user", "daemon-reload"]
-    assert calls[1][:3] == ["--user", "enable", "--now"]
-    assert sorted(calls[1][3:]) == sorted(f"mnemo-ops-{job}.timer" for job in implemented())
+    # First a read-only question (is there a user manager to talk to?), then the changes.
+    assert calls[0] == ["--user", "show-environment"]
+    assert calls[1] == ["--user", "daemon-reload"]
+    assert calls[2][:3] == ["--user", "enable", "--now"]
+    assert sorted(calls[2][3:]) == sorted(f"mnemo-ops-{job}.timer" for job in implemented())
 
     second = json.loads(
         run_cli(
@@ -298,6 +300,25 @@ def test_install_is_idempotent_and_leaves_foreign_units_byte_identical(tmp_path,
     assert sorted(disable[3:]) == ["mnemo-ops-backup.timer", "mnemo-ops-backup@srv-a-.hermes.timer"]
     assert {path.name: path.read_bytes() for path in folder.iterdir() if path.is_file()} == foreign
     assert (wants / "backup-home.timer").is_symlink()
+
+
+def test_without_a_user_bus_install_writes_nothing_and_names_no_systemctl(tmp_path):
+    """Issue 28, item 6: 36 units were written, then a bus error that did not say --no-systemctl."""
+    program = tmp_path / "no-bus-systemctl"
+    program.write_text("#!/bin/sh\necho 'Failed to connect to bus: No medium found' >&2\nexit 1\n")
+    program.chmod(0o755)
+    folder = tmp_path / "units"
+    env = {"MNEMO_OPS_SYSTEMCTL": str(program), "HOME": str(tmp_path)}
+    result = run_cli(None, "systemd", "install", "--user", "--unit-dir", str(folder), env=env)
+    assert result.returncode == 1
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("mnemo-ops: error")]
+    assert "Failed to connect to bus" in line and "nothing was written" in line
+    assert "--no-systemctl" in line
+    assert not folder.exists() or list(folder.iterdir()) == []
+    written = run_cli(
+        None, "systemd", "install", "--user", "--unit-dir", str(folder), "--no-systemctl", env=env
+    )
+    assert written.returncode == 0 and len(list(folder.iterdir())) == 4 * len(implemented())
 
 
 def test_install_refuses_a_unit_of_that_name_that_is_not_ours(tmp_path, fake_systemctl):

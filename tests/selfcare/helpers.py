@@ -99,3 +99,32 @@ def write_checkpoint(
 def age_file(path: Path, when: datetime) -> None:
     """Set a file's mtime (and atime) to `when`."""
     os.utime(path, (when.timestamp(), when.timestamp()), follow_symlinks=False)
+
+
+def install_in_hermes(settings: Settings, when: datetime) -> list[str]:
+    """Install every implemented job in the sample's Hermes cron at `when`, as ``hermes install``
+    does (real jobs.json, real scripts) and record the time as the command does; return the jobs."""
+    from mnemo_ops.core.manifests import effective_manifests
+    from mnemo_ops.scheduling import install_times
+    from mnemo_ops.scheduling.hermes.install import InstallRequest, apply_install
+    from mnemo_ops.scheduling.hermes.paths import HermesPaths
+    from mnemo_ops.scheduling.invocation import path_arguments
+
+    manifests = {
+        name: manifest
+        for name, manifest in effective_manifests(settings).items()
+        if manifest.implemented
+    }
+    request = InstallRequest(
+        manifests=manifests,
+        command=["mnemo-ops", *path_arguments(settings)],
+        deliver=None,
+        disabled=set(),
+        report_since="24h",
+        now=when,
+        lock_wait_s=5,
+        environ={},
+    )
+    apply_install(HermesPaths(settings.hermes_home), request)
+    install_times.record(settings, "hermes", list(manifests), when)
+    return list(manifests)

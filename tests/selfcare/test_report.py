@@ -102,7 +102,9 @@ def test_no_checkpoint_no_eval_no_history_are_tolerated(sample, tmp_path):
     assert (
         built.growth["baseline_day"] is None and built.growth["tables"]["working_memory"]["now"] > 0
     )
-    assert {w["code"] for w in built.warnings} == {"backup-missing"} and built.exit_code == 1
+    # No scheduler runs the jobs yet: one info line, and nothing is called overdue.
+    assert {w["code"] for w in built.warnings} == {"backup-missing", "job-not-installed"}
+    assert built.overdue == [] and built.exit_code == 1
     for output_format in report_render.FORMATS:
         assert report_render.render(built, output_format)
     with pytest.raises(UsageError):
@@ -255,9 +257,7 @@ def test_a_missing_database_is_critical(sample, tmp_path, cli):
         built.warnings[0]["code"] == "db-unreadable" and built.warnings[0]["severity"] == "critical"
     )
     assert built.exit_code == 1
+    # The command says it in one line and exits 2, as every command does for a missing database.
     completed = cli("report", "--no-write")
-    assert (
-        completed.returncode == 1
-        and "CRITICAL" in completed.stdout
-        and "database not found" in completed.stdout
-    )
+    assert completed.returncode == 2 and completed.stdout == ""
+    assert completed.stderr.startswith("mnemo-ops: error: database not found")

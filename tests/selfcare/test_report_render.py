@@ -101,3 +101,34 @@ def test_the_report_file_is_the_markdown_written_private(tmp_path):
     assert path.read_text(encoding="utf-8") == render(built, "markdown")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(settings.reports_dir.stat().st_mode) == 0o700
+
+
+def test_a_guarded_run_whose_trial_changed_nothing_says_so():
+    """Issue 28, item 7: the report showed ``memory-maintain: ok (...; )`` with empty metrics."""
+    built = a_report([])
+    built.guard = {
+        "verdicts": [
+            {
+                "job": "memory-maintain",
+                "run_at": "2026-11-30T05:30:00+00:00",
+                "verdict": "ok",
+                "before": {},
+                "after": {},
+                "problems": [],
+                "unchanged": True,
+            },
+            {
+                "job": "evening-batch",
+                "run_at": "2026-11-29T21:00:00+00:00",
+                "verdict": "ok",
+                "before": {"recall@5": 0.625},
+                "after": {"recall@5": 0.625},
+                "problems": [],
+            },
+        ],
+        "trend": [],
+    }
+    text = render(built, "text")
+    assert "memory-maintain: ok (2026-11-30T05:30:00+00:00; the trial changed nothing)" in text
+    assert "recall@5 0.625 -> 0.625)" in text
+    assert "; )" not in text and "; )" not in render(built, "markdown")

@@ -31,5 +31,5 @@ def test_a_table_shows_type_default_range_and_the_run_only_mark():
 def test_refresh_rewrites_a_stale_table():
     stale = "x\n<!-- options: backup -->\n| key |\n| `keep` | old |\n<!-- end options -->\ny\n"
     fresh = reference.refresh(stale)
-    assert "| `keep` | integer | `7` | > 0 | verified daily checkpoints kept |" in fresh
+    assert "| `keep` | integer | `7` | > 0 | daily checkpoints kept: one per UTC day" in fresh
     assert fresh.startswith("x\n") and fresh.endswith("<!-- end options -->\ny\n")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from mnemo_ops.scheduling.hermes.jobs_file import (
 from mnemo_ops.scheduling.hermes.jobs_lock import jobs_lock
 from mnemo_ops.scheduling.hermes.paths import HermesPaths, job_of_entry, our_entries
 from mnemo_ops.scheduling.hermes.scripts import SCRIPT_MARKER, render_script
+from mnemo_ops.scheduling.text_diff import unified_diff
 
 INSTALL_RECORD = ".install.json"
 """Beside our scripts: the ``updated_at`` jobs.json had before our first install, and the one we wrote."""
@@ -93,13 +93,11 @@ class HermesPlan:
         """A unified diff of jobs.json ("" when it does not change)."""
         if not self.jobs_file_changed:
             return ""
-        return "".join(
-            difflib.unified_diff(
-                (self.before or "").splitlines(keepends=True),
-                self.after.splitlines(keepends=True),
-                f"{self.paths.jobs_file} (current)",
-                f"{self.paths.jobs_file} (new)",
-            )
+        return unified_diff(
+            self.before or "",
+            self.after,
+            f"{self.paths.jobs_file} (current)",
+            f"{self.paths.jobs_file} (new)",
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -264,6 +262,14 @@ def _plan(
     return plan, stamp
 
 
+def _untouched_since_ours(document: JobsDocument, record: dict[str, Any]) -> bool:
+    """True when jobs.json still carries the ``updated_at`` of our last write: no one else wrote it."""
+    if document.updated_at_span is None or "updated_at_written" not in record:
+        return False
+    a, b = document.updated_at_span
+    return document.text[a:b] == record["updated_at_written"]
+
+
 def _restore_stamp(paths: HermesPaths, document: JobsDocument, after: str) -> str:
     """After an uninstall that leaves only foreign entries: when nobody wrote jobs.json since our last
     write, put back the ``updated_at`` it had before our first install (the file is then exactly
@@ -310,10 +316,39 @@ def _remove_scripts(paths: HermesPaths, scripts: list[ScriptChange]) -> None:
             change.path.unlink()
 
 
-def _write_record(paths: HermesPaths, document: JobsDocument, after: str) -> None:
-    """Remember the file's ``updated_at`` from before our first install and the one we wrote."""
+def _existing(paths: HermesPaths) -> dict[str, bool]:
+    """Which of Hermes' cron paths exist now (before our first install: what to leave behind)."""
+    return {name: path.exists() for name, path in _CREATED_PATHS(paths).items()}
+
+
+def _CREATED_PATHS(paths: HermesPaths) -> dict[str, Path]:  # noqa: N802 (a table, by name)
+    return {
+        "scripts": paths.scripts_dir,
+        "cron": paths.cron_dir,
+        "lock": paths.lock_file,
+        "jobs": paths.jobs_file,
+    }
+
+
+def _write_jobs_file(paths: HermesPaths, text: str) -> None:
+    """Replace jobs.json atomically, keeping the mode it had (a new one is 0600)."""
+    try:
+        mode = paths.jobs_file.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = 0o600
+    write_atomic(paths.jobs_file, text.encode("utf-8"))
+    os.chmod(paths.jobs_file, mode)
+
+
+def _write_record(
+    paths: HermesPaths, document: JobsDocument, after: str, existed: dict[str, bool]
+) -> None:
+    """Remember the file's ``updated_at`` from before our first install and the one we wrote, and
+    which of Hermes' cron paths our first install created (uninstall removes only those)."""
     record = _read_record(paths)
     had_ours = any(job_of_entry(value) for value in document.entries)
+    if not had_ours:
+        record["created"] = [name for name, present in existed.items() if not present]
     if not had_ours and document.updated_at_span is not None:
         a, b = document.updated_at_span
         record["updated_at_before"] = document.text[a:b]
@@ -329,13 +364,14 @@ def apply_install(paths: HermesPaths, request: InstallRequest) -> HermesPlan:
     """Install: scripts first (an entry never points at a missing script), then jobs.json under
     Hermes' lock, re-read once the lock is held so a concurrent writer's change is never lost."""
     plan_install(paths, request)  # a malformed jobs.json stops here, before anything is written
+    existed = _existing(paths)
     with jobs_lock(paths, request.lock_wait_s):
         document = read_jobs_document(paths)
         plan, _ = _plan(paths, document, request)
         _write_scripts(paths, plan.scripts)
         if plan.jobs_file_changed:
-            write_atomic(paths.jobs_file, plan.after.encode("utf-8"))
-            _write_record(paths, document, plan.after)
+            _write_jobs_file(paths, plan.after)
+            _write_record(paths, document, plan.after, existed)
     _remove_scripts(paths, plan.scripts)
     return plan
 
@@ -344,11 +380,22 @@ def apply_uninstall(paths: HermesPaths, lock_wait_s: float) -> HermesPlan:
     """Uninstall: our entries out of jobs.json under the lock, then our scripts and folder."""
     if not paths.jobs_file.exists() and not paths.our_scripts_dir.exists():
         return plan_uninstall(paths)
+    record = _read_record(paths)
+    created = set(record.get("created") or [])
     with jobs_lock(paths, lock_wait_s):
         document = read_jobs_document(paths)
         plan, _ = _plan(paths, document, None)
+        untouched = _untouched_since_ours(document, record)
         if plan.jobs_file_changed:
-            write_atomic(paths.jobs_file, plan.after.encode("utf-8"))
+            left = parse_jobs_text(paths.jobs_file, plan.after).entries
+            if "jobs" in created and not left:
+                paths.jobs_file.unlink()  # ours from the start, and nothing else in it
+            else:
+                _write_jobs_file(paths, plan.after)
+        if "lock" in created and (untouched or not paths.jobs_file.exists()):
+            # Our first install made the lock file, and no writer of Hermes' has changed jobs.json
+            # since our last write (none has been using the lock): it goes, while still held.
+            paths.lock_file.unlink(missing_ok=True)
     _remove_scripts(paths, plan.scripts)
     folder = paths.our_scripts_dir
     if folder.is_dir() and not folder.is_symlink():
@@ -358,6 +405,12 @@ def apply_uninstall(paths: HermesPaths, lock_wait_s: float) -> HermesPlan:
         with contextlib.suppress(OSError):
             folder.rmdir()  # only when empty: a file someone else put there stays
         fsync_path(paths.scripts_dir)
+    # The folders our first install made go too, when nothing else is in them.
+    for name in ("scripts", "cron"):
+        path = _CREATED_PATHS(paths)[name]
+        if name in created and path.is_dir() and not path.is_symlink():
+            with contextlib.suppress(OSError):
+                path.rmdir()
     return plan
 
 

@@ -1,4 +1,5 @@
-"""Jobs: overdue against their schedule (croniter, with a grace period), failing, or always skipped.
+"""Jobs: overdue against their schedule (croniter, with a grace period), failing, always skipped, or
+installed in no scheduler (one info line, not one warning per job: nothing is late on day one).
 
 Built on `mnemo_ops.scheduling.job_table.job_table` (the same view as ``mnemo-ops jobs``), with a grace
 period so a job whose slot has just passed, and which may still be running, is not called overdue.
@@ -11,7 +12,8 @@ from datetime import datetime, timedelta
 from mnemo_ops.core import state
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.foundation.clock import isoformat
-from mnemo_ops.scheduling.job_table import job_table
+from mnemo_ops.scheduling import install_times
+from mnemo_ops.scheduling.job_table import is_overdue, job_table
 from mnemo_ops.selfcare.audits.outcome import AuditOutcome
 from mnemo_ops.settings import Settings
 
@@ -36,25 +38,49 @@ def _recent_statuses(settings: Settings, job: str, limit: int) -> list[str]:
         ledger.close()
 
 
-def overdue_jobs(settings: Settings, now: datetime) -> list[dict]:
+def overdue_jobs(settings: Settings, now: datetime, rows: list[dict] | None = None) -> list[dict]:
     """The rows of `job_table` that are overdue even after the grace period."""
     grace = timedelta(minutes=settings.nightly_selfcare.overdue_grace_minutes)
     manifests = effective_manifests(settings)
     overdue = []
-    for row in job_table(settings):
+    for row in job_table(settings) if rows is None else rows:
         if not row["overdue"]:
             continue
         slot = manifests[row["job"]].previous_run((now - grace).astimezone())
-        if row["last_success"] is None or row["last_success"] < isoformat(slot):
+        since = install_times.parse(row["installed_since"])
+        if is_overdue(slot, row["scheduled"], since, row["last_success"]):
             overdue.append({**row, "missed_slot": isoformat(slot)})
     return overdue
+
+
+def not_scheduled(rows: list[dict]) -> list[str]:
+    """Implemented, enabled jobs that no scheduler runs for this database."""
+    return [
+        row["job"] for row in rows if row["implemented"] and row["enabled"] and not row["scheduled"]
+    ]
 
 
 def audit(settings: Settings, now: datetime) -> AuditOutcome:
     """Flag overdue, failing and repeatedly skipped jobs."""
     outcome = AuditOutcome("jobs")
     rows = job_table(settings)
-    overdue = overdue_jobs(settings, now)
+    overdue = overdue_jobs(settings, now, rows)
+    unscheduled = not_scheduled(rows)
+    if unscheduled:
+        # One line, not one per job: on a fresh install nothing is late, it is just not scheduled.
+        everything = len(unscheduled) == sum(
+            1 for row in rows if row["implemented"] and row["enabled"]
+        )
+        outcome.warn(
+            "job-not-installed",
+            "info",
+            (
+                "no job is installed in a scheduler yet, so none runs on its own"
+                if everything
+                else f"not installed in any scheduler: {', '.join(unscheduled)}"
+            ),
+            fix="mnemo-ops cron install  # or: mnemo-ops hermes install, mnemo-ops systemd install --user",
+        )
     for row in overdue:
         last = row["last_success"] or "never"
         outcome.warn(
@@ -89,6 +115,7 @@ def audit(settings: Settings, now: datetime) -> AuditOutcome:
     outcome.stats.update(
         {
             "overdue": [row["job"] for row in overdue],
+            "not_installed": unscheduled,
             "implemented": sum(1 for row in rows if row["implemented"]),
         }
     )

@@ -56,6 +56,7 @@ def hermes(env, *args, **kwargs) -> subprocess.CompletedProcess:
 def test_install_adds_one_job_per_implemented_job_and_a_second_install_changes_nothing(home):
     paths, env = home
     before = paths.jobs_file.read_bytes()
+    mode_before = paths.jobs_file.stat().st_mode & 0o777
     first = hermes(env, "--json", "hermes", "install")
     assert first.returncode == 0, first.stderr
     data = json.loads(first.stdout)
@@ -85,7 +86,8 @@ def test_install_adds_one_job_per_implemented_job_and_a_second_install_changes_n
         assert entry["next_run_at"].endswith(("+01:00", "+02:00"))  # HERMES_TIMEZONE
         assert (paths.scripts_dir / entry["script"]).is_file()
     assert (paths.scripts_dir / "tidy.sh").read_text() == "#!/bin/sh\necho tidy\n"
-    assert oct(paths.jobs_file.stat().st_mode & 0o777) == "0o600"
+    # The file keeps its mode (Hermes' own, here the umask's 0644), as every Hermes writer does.
+    assert oct(paths.jobs_file.stat().st_mode & 0o777) == oct(mode_before)
 
     stamp = paths.jobs_file.stat().st_mtime_ns
     second = hermes(env, "--json", "hermes", "install")
@@ -301,7 +303,37 @@ def test_install_creates_jobs_json_in_a_fresh_home_and_refuses_a_missing_one(tmp
     assert [job_of_entry(e) for e in data["jobs"]] == implemented()
     assert set(data) == {"jobs", "updated_at"}
     assert hermes(env, "hermes", "uninstall").returncode == 0
-    assert json.loads((hermes_home / "cron" / "jobs.json").read_text())["jobs"] == []
+    # Everything the install made goes again: jobs.json, its lock, scripts/, cron/.
+    assert list(hermes_home.iterdir()) == []
+
+
+def test_uninstall_gives_back_the_hermes_home_as_it_was(tmp_path):
+    """Issue 28, item 6: jobs.json stayed 0600 (was 0644), scripts/ and cron/.jobs.lock stayed."""
+    hermes_home = tmp_path / "home"
+    (hermes_home / "cron").mkdir(parents=True)
+    jobs_file = hermes_home / "cron" / "jobs.json"
+    # As Hermes writes it: json.dump, no final newline.
+    jobs_file.write_text('{\n  "jobs": [],\n  "updated_at": "2026-11-01T00:00:00+00:00"\n}')
+    jobs_file.chmod(0o644)
+    before = {path: path.read_bytes() for path in hermes_home.rglob("*") if path.is_file()}
+    tree = sorted(hermes_home.rglob("*"))
+    env = {"HOME": str(tmp_path), "HERMES_HOME": str(hermes_home)}
+    dry = hermes(env, "hermes", "install", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    # The diff ends its last line, as diff -u does, before the summary that follows it.
+    assert "\n\\ No newline at end of file\n" in dry.stdout
+    assert all(
+        line.startswith(("---", "+++", "@@", " ", "+", "-", "\\"))
+        or "jobs.json:" in line
+        or "scripts/mnemo-ops:" in line
+        or "would change" in line
+        for line in dry.stdout.splitlines()
+    ), dry.stdout
+    assert hermes(env, "hermes", "install").returncode == 0
+    assert hermes(env, "hermes", "uninstall").returncode == 0
+    assert sorted(hermes_home.rglob("*")) == tree
+    assert {path: path.read_bytes() for path in hermes_home.rglob("*") if path.is_file()} == before
+    assert jobs_file.stat().st_mode & 0o777 == 0o644
 
 
 def test_status_and_render(home):

@@ -23,6 +23,7 @@ from mnemo_ops.selfcare.audits import (
 )
 from tests.selfcare.helpers import (
     age_file,
+    install_in_hermes,
     record_run,
     settings_for,
     write_checkpoint,
@@ -212,6 +213,7 @@ def test_backup_freshness_from_manifests(sample, tmp_path):
 
 def test_jobs_overdue_with_grace_and_failing(sample):
     settings = settings_for(sample)
+    install_in_hermes(settings, NOW - timedelta(days=2))
     # nightly-selfcare is implemented in this branch: its 13:00 slot.
     record_run(settings, "nightly-selfcare", "ok", NOW - timedelta(days=1))
     # (Other implemented jobs never ran here, so they are overdue too: only nightly-selfcare is checked.)
@@ -244,6 +246,38 @@ def test_jobs_overdue_with_grace_and_failing(sample):
         record_run(settings, "backup", "skipped", NOW - timedelta(minutes=minutes))
     with freeze_time(NOW):
         assert codes(jobs.audit(settings, utc_now()))["job-skipped-repeatedly"] == "warning"
+
+
+def test_a_fresh_install_is_not_late_and_says_once_that_nothing_is_scheduled(sample):
+    """Issue 28, item 3: after the first backup, jobs never installed are not overdue."""
+    settings = settings_for(sample)
+    record_run(settings, "backup", "ok", NOW - timedelta(hours=1))
+    with freeze_time(NOW):
+        outcome = jobs.audit(settings, utc_now())
+    assert outcome.stats["overdue"] == []
+    assert [w.code for w in outcome.warnings] == ["job-not-installed"]
+    (line,) = outcome.warnings
+    assert line.severity == "info" and "no job is installed in a scheduler" in line.message
+    assert (
+        "cron install" in line.fix
+        and "hermes install" in line.fix
+        and "systemd install" in line.fix
+    )
+
+
+def test_a_job_is_overdue_only_for_slots_after_it_was_installed(sample):
+    settings = settings_for(sample)
+    installed = NOW + timedelta(minutes=5)  # after today's 13:00 slot of nightly-selfcare
+    install_in_hermes(settings, installed)
+    with freeze_time(NOW + timedelta(hours=4)):
+        outcome = jobs.audit(settings, utc_now())
+    # Daily jobs whose slot was before the install have missed nothing yet; hourly bridge-drain
+    # (at :15) has missed 14:15, 15:15 and 16:15 since.
+    assert "nightly-selfcare" not in outcome.stats["overdue"]
+    assert "bridge-drain" in outcome.stats["overdue"]
+    assert "job-not-installed" not in codes(outcome)
+    with freeze_time(NOW + timedelta(days=1, hours=2)):  # tomorrow's 13:00 slot has passed too
+        assert "nightly-selfcare" in jobs.audit(settings, utc_now()).stats["overdue"]
 
 
 def test_database_health_quick_check_wal_and_disk(sample, tmp_path):

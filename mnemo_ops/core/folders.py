@@ -1,0 +1,52 @@
+"""The folders a job run writes, checked before it starts, in real and dry runs alike.
+
+A run that meets an unwritable folder part-way has already done (or counted) part of its work, and
+its error is a raw exception; checked first, it is one line naming the folder and what to do, and
+a dry run reports the same problem the real run would meet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mnemo_ops.core.manifests import JobManifest
+from mnemo_ops.foundation.writable import require_writable
+from mnemo_ops.settings import Settings
+
+STATE_FIX = "make it writable, or point --state-dir (MNEMO_OPS_STATE_DIR) at a writable folder"
+
+
+def check_state_dir(settings: Settings) -> None:
+    """Every real run writes its ledger row into the state dir, and a writer takes its lock there."""
+    require_writable(settings.state_dir, "the run ledger (state.db)", STATE_FIX)
+    require_writable(settings.state_dir / "locks", "the writer lock", STATE_FIX)
+
+
+def scope_folders(settings: Settings, manifest: JobManifest) -> list[tuple[Path, str, str]]:
+    """(folder, what is written there, what to do) for each scope the manifest writes."""
+    wanted = set(manifest.writes)
+    if manifest.checkpoint == "before-write":
+        wanted.add("checkpoints")
+    folders = {
+        "checkpoints": (settings.backups_dir, "checkpoints", STATE_FIX),
+        "reports": (settings.reports_dir, "reports", STATE_FIX),
+        "queue": (settings.queue_dir, "the bridge spool", STATE_FIX),
+        "quarantine": (settings.quarantine_dir, "quarantined files", STATE_FIX),
+        "memory_blocks": (
+            settings.memory_blocks_dir,
+            "the memory blocks",
+            "make it writable, or set memory_blocks_dir in the config file",
+        ),
+        "database": (
+            settings.db_path.parent,
+            "the database's journal and WAL beside it",
+            "make the database's folder writable (SQLite writes its -wal and -shm there)",
+        ),
+    }
+    return [folders[scope] for scope in sorted(wanted) if scope in folders]
+
+
+def check_scopes(settings: Settings, manifest: JobManifest) -> None:
+    """FolderError (exit 2, one line) for the first folder the job writes that it cannot write."""
+    for folder, purpose, fix in scope_folders(settings, manifest):
+        require_writable(folder, f"{purpose} of {manifest.name}", fix)
