@@ -139,6 +139,16 @@ def compare(
         warnings.append(
             f"engine version changed: {engine.get('version')} -> {evaluation.engine.get('version')}"
         )
+    then = (engine.get("options") or {}).get("profile_used")
+    now_used = (evaluation.engine.get("options") or {}).get("profile_used")
+    if then and now_used and then != now_used:
+        # The plugin's own prefetch and the approximation measure different things: a drop
+        # between them is not a regression of the memory (install the plugin in both Pythons).
+        warnings.append(
+            f"the baseline measured what the agent receives with profile {then}, this run with "
+            f"{now_used}: the figures are not comparable (mnemosyne-hermes installed in one "
+            "Python and not the other)"
+        )
 
     tolerances = tolerances or {}
     drops, changes = [], {}

@@ -91,19 +91,43 @@ def test_the_gate_compares_a_candidate_with_the_current_baseline(
 ):
     layout = _older_sample(sample, other_sample_template, other_mnemosyne, tmp_path)
     current = tmp_path / "baseline.json"
+    # Both sides measure with the approximation: the Hermes plugin is installed beside 4.0 only,
+    # and its own prefetch measures another thing (the gate warns when the profiles differ).
+    config = tmp_path / "approximate.yaml"
+    config.write_text("retrieval_eval:\n  profile: hermes-approximate\n", encoding="utf-8")
     # The baseline is taken by the Mnemosyne that wrote the database (this one, or the other line).
     if layout is sample:
-        made = run_cli(layout, "eval", "baseline", "--suite", SUITE, "--out", str(current))
+        made = run_cli(
+            layout,
+            "--config",
+            str(config),
+            "eval",
+            "baseline",
+            "--suite",
+            SUITE,
+            "--out",
+            str(current),
+        )
         candidate_python, candidate_version = other_mnemosyne.python, other_mnemosyne.version
     else:
         made = other_mnemosyne.mnemo_ops(
-            "eval", "baseline", "--suite", SUITE, "--out", str(current), env=layout.environ()
+            "--config",
+            str(config),
+            "eval",
+            "baseline",
+            "--suite",
+            SUITE,
+            "--out",
+            str(current),
+            env=layout.environ(),
         )
         candidate_python, candidate_version = Path(sys.executable), versions.installed_version()
     assert made.returncode == 0, made.stderr
 
     run = run_cli(
         layout,
+        "--config",
+        str(config),
         "--json",
         "eval",
         "run",

@@ -419,7 +419,7 @@ def _recall(sample, query):
 
     script = (
         "import json, sys; from mnemosyne.core.memory import Mnemosyne; "
-        "m = Mnemosyne(session_id='today-2026-11-30', db_path=sys.argv[1]); "
+        "m = Mnemosyne(session_id='hermes_today-2026-11-30', db_path=sys.argv[1]); "
         "print(json.dumps([r.get('content', '') for r in m.recall(sys.argv[2], top_k=5)]))"
     )
     completed = subprocess.run(

@@ -149,14 +149,18 @@ def test_full_blocks_move_verified_exactly_once_under_the_guard(conversations):
     assert user.read_bytes() == migrated  # and back again: nothing is ever lost
 
 
-def test_the_guard_refuses_on_a_tiny_home_and_the_trial_never_touches_the_live_files(sample):
-    """On the small sample, ten fresh global rows push the agent's other memories down its top 5
-    (probe MRR falls past the tolerance): the guard refuses, and the real blocks, the database and
-    the quarantine are exactly as before."""
+def test_the_guard_refuses_on_a_tiny_home_and_the_trial_never_touches_the_live_files(
+    sample, tmp_path
+):
+    """On the small sample, ten fresh global rows push Mnemosyne's other memories down its ranked
+    list (probe MRR falls past the tolerance; the plain profile judges ranks): the guard refuses,
+    and the real blocks, the database and the quarantine are exactly as before."""
     install_full_blocks(sample)
     assert run_cli(sample, "trigger", "install").returncode == 0
     blocks_before = {name: (sample.memory_blocks_dir / name).read_bytes() for name in LIMITS}
-    completed, data = run_migrate(sample)
+    config = tmp_path / "plain.yaml"
+    config.write_text("retrieval_eval:\n  profile: plain\n", encoding="utf-8")
+    completed, data = run_migrate(sample, config=config)
     assert completed.returncode == 1
     assert data["stats"]["guard"]["verdict"] == "refused"
     assert data["stats"]["guard"]["trial"]["changes"]["entries_moved"] == 10

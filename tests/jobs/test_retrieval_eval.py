@@ -50,9 +50,21 @@ def history_rows(sample) -> list[dict]:
 
 
 def test_baseline_then_run_with_mnemosyne_recall(cli, sample, tmp_path):
+    """The approximation on both lines (the sample's sessionless cases reach another session's
+    memories through it; the plugin's own prefetch is tested in tests/evaluation/engines)."""
     baseline_path = tmp_path / "baseline.json"
+    config = tmp_path / "approximate.yaml"
+    config.write_text("retrieval_eval:\n  profile: hermes-approximate\n", encoding="utf-8")
     made = cli(
-        "--json", "eval", "baseline", "--suite", str(SAMPLE_SUITE), "--out", str(baseline_path)
+        "--config",
+        str(config),
+        "--json",
+        "eval",
+        "baseline",
+        "--suite",
+        str(SAMPLE_SUITE),
+        "--out",
+        str(baseline_path),
     )
     assert made.returncode == 0, made.stderr
     baseline = json.loads(baseline_path.read_text())
@@ -68,7 +80,15 @@ def test_baseline_then_run_with_mnemosyne_recall(cli, sample, tmp_path):
 
     before = sample_snapshot(sample)
     ran = cli(
-        "--json", "eval", "run", "--suite", str(SAMPLE_SUITE), "--baseline", str(baseline_path)
+        "--config",
+        str(config),
+        "--json",
+        "eval",
+        "run",
+        "--suite",
+        str(SAMPLE_SUITE),
+        "--baseline",
+        str(baseline_path),
     )
     assert ran.returncode == 0, ran.stderr
     result = parse(ran)

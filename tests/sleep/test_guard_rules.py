@@ -33,11 +33,13 @@ def test_a_probe_whose_answer_was_archived_is_forgotten_not_a_regression():
 
 
 def test_a_live_answer_that_became_harder_to_reach_is_a_regression():
+    """With the plain profile a ranked list is judged by rank too; with an agent profile only what
+    is received (tests/guard/test_cost_rule.py)."""
     probes = _probes(10)
-    before = Measurement("hermes", 5, {probe.memory_id: 1 for probe in probes})
+    before = Measurement("plain", 5, {probe.memory_id: 1 for probe in probes})
     after_ranks = {probe.memory_id: 1 for probe in probes}
     after_ranks["m3"] = 4  # still found, lower down
-    after = Measurement("hermes", 5, after_ranks)
+    after = Measurement("plain", 5, after_ranks)
     verdict = decide(probes, before, after, {probe.memory_id for probe in probes}, TOLERANCES)
     assert not verdict.accepted
     assert any("mrr" in problem for problem in verdict.problems)
@@ -45,7 +47,7 @@ def test_a_live_answer_that_became_harder_to_reach_is_a_regression():
     verdict = decide(
         probes,
         before,
-        Measurement("hermes", 5, missed),
+        Measurement("plain", 5, missed),
         {probe.memory_id for probe in probes},
         TOLERANCES,
     )
