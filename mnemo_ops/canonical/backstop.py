@@ -178,7 +178,7 @@ def lineage_categories(connection: apsw.Connection, owner: str) -> list[str]:
     A lineage row's slot is (owner, ``auto:<memory_type>``, working id), so with this short list a
     lineage is found through Mnemosyne's own slot indexes. Looking it up by ``source`` instead has
     no index unless the trigger's lineage index is installed: a scan of canonical_facts per row,
-    which made each backstop promotion cost ~6 ms at 10k facts and grow with them (issue 20).
+    which made each backstop promotion cost ~6 ms at 10k facts and grow with them.
     """
     categories: list[str] = []
     after = "auto:"

@@ -56,7 +56,7 @@ class JobContext:
         if self.checkpoint_hook is not None:
             started = time.monotonic()
             self.result.checkpoint = self.checkpoint_hook(self)
-            # A whole-file copy: on a large database the largest share of a small run (issue 19).
+            # A whole-file copy: on a large database the largest share of a small run.
             self.result.stats["checkpoint_seconds"] = round(time.monotonic() - started, 2)
 
     def open_db(self, readonly: bool | None = None) -> apsw.Connection:

@@ -1,4 +1,4 @@
-"""The free-space reserve for the live agent (issue 20, item 6).
+"""The free-space reserve for the live agent.
 
 The agent writes to the database whenever it likes; if a checkpoint or a job of ours fills the
 filesystem, the agent's next write fails with "database or disk is full" (measured: on a 30 MB

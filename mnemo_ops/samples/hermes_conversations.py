@@ -1,5 +1,5 @@
 """Conversation homes written the way the Hermes plugin writes them, with questions whose evidence
-turns are known (issue 26: "What the agent actually receives").
+turns are known.
 
 **What is generated** (deterministic for a seed, LoCoMo-like): one user talking with the agent in
 several gateway chats (Telegram topics, say). Each chat is one *conversation*: a theme of the
