@@ -22,6 +22,7 @@ from mnemo_ops.commands import (
     doctor,
     forgotten,
     hermes,
+    importance,
     jobs,
     kubernetes,
     quarantine,
@@ -116,6 +117,7 @@ COMMAND_MODULES = (
     topics,
     summaries,
     forgotten,
+    importance,
     config,
 )
 """Every command module, in the order ``--help`` lists them; each adds itself with ``register(app)``."""

@@ -114,7 +114,33 @@ def register(app: typer.Typer) -> None:
 
 
 def _restore(settings, memory_ids, night, everything, dry_run: bool):
-    """Select the records and restore them (in a real run: record the restore in the ledger)."""
+    """Select the archive records and restore them (a real run is recorded in the ledger)."""
+    return restore_records(
+        settings,
+        forgetting,
+        RESTORE_JOB,
+        "memories_restored",
+        memory_ids,
+        night,
+        everything,
+        dry_run,
+        missing_hint="no archived memory with id {ids} (mnemo-ops forgotten list shows them)",
+    )
+
+
+def restore_records(
+    settings,
+    records,
+    job: str,
+    counter: str,
+    memory_ids,
+    night,
+    everything,
+    dry_run: bool,
+    missing_hint: str,
+):
+    """Select records through `records` (a module with ``select_for_restore`` and ``restore``) and
+    restore them; a real run is recorded in the ledger as `job`, counting `counter`."""
     connection = database.open_memory_db(settings.db_path, readonly=dry_run)
     ledger = (
         state.open_state_readonly(settings.state_db_path)
@@ -122,18 +148,14 @@ def _restore(settings, memory_ids, night, everything, dry_run: bool):
         else state.open_state(settings.state_db_path)
     )
     try:
-        entries = forgetting.select_for_restore(ledger, memory_ids, night, everything)
+        entries = records.select_for_restore(ledger, memory_ids, night, everything)
         missing = set(memory_ids) - {store.split_key(entry["memory_key"])[1] for entry in entries}
         if missing:
-            raise UsageError(
-                "no archived memory with id "
-                + ", ".join(sorted(missing))
-                + " (mnemo-ops forgotten list shows them)"
-            )
-        result = JobResult(job=RESTORE_JOB, dry_run=dry_run, db=str(settings.db_path))
-        counts = forgetting.restore(connection, ledger, entries, dry_run=dry_run)
+            raise UsageError(missing_hint.format(ids=", ".join(sorted(missing))))
+        result = JobResult(job=job, dry_run=dry_run, db=str(settings.db_path))
+        counts = records.restore(connection, ledger, entries, dry_run=dry_run)
         if not dry_run:
-            result.count("memories_restored", counts["restored"])
+            result.count(counter, counts["restored"])
             result.stats["changed_since"] = counts["changed_since"]
             state.record_run(ledger, result.finish())
         return counts, entries

@@ -7,9 +7,9 @@ its cross-field rules are model validators here, never checks in the code that u
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from mnemo_ops.settings.types import (
@@ -127,6 +127,15 @@ class SleepOptions(Section):
     reinforcement_rows_per_night: PositiveInt = option(
         20000, "memories checked for restatements per night"
     )
+    importance: bool = option(
+        True, "false: no user statement's importance is raised (docs/sleep-stages.md)"
+    )
+    importance_raise_to: Annotated[float, Field(ge=0.65, le=1)] = option(
+        0.7,
+        "importance given to a user statement that proved worth keeping (0.65 or more: below, "
+        "the Hermes plugin's cut drops it anyway)",
+    )
+    importance_rows_per_run: NonNegativeInt = option(1000, "importances raised per run at most")
     forgetting: bool = option(True, "false: nothing is archived")
     archive_after_days: NonNegativeNumber = option(
         14, "a memory younger than this is never archived"

@@ -2,9 +2,11 @@
 
 1. ``reinforcement``: what changed since the last sleep (``observe``), restatements confirmed and
    linked, proven contradictions closed (``reinforcement``);
-2. ``prominence``: prominence, utility and band of every memory (``decay``);
-3. ``forgetting``: tonight's archive candidates stamped ``valid_until`` (``forgetting``);
-4. ``edges``: our edges strengthened and downscaled (``edges``).
+2. ``importance``: the user's own statements raised past the Hermes plugin's importance cut
+   (``importance``);
+3. ``prominence``: prominence, utility and band of every memory (``decay``);
+4. ``forgetting``: tonight's archive candidates stamped ``valid_until`` (``forgetting``);
+5. ``edges``: our edges strengthened and downscaled (``edges``).
 
 They share one `SleepRun`, built by the first of them. A real run (the live database, or the recall
 guard's trial copy) works on the job's own files; a dry run works on private copies (``scratch``)
@@ -23,7 +25,7 @@ from mnemo_ops.core.results import Severity
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.foundation.clock import local_now
 from mnemo_ops.settings.sections import SleepOptions
-from mnemo_ops.sleep import decay, edges, forgetting, observe, reinforcement, scratch
+from mnemo_ops.sleep import decay, edges, forgetting, importance, observe, reinforcement, scratch
 from mnemo_ops.sleep.context import SleepRun
 from mnemo_ops.sleep.night import last_sleep, night_of, to_local
 
@@ -134,6 +136,18 @@ def reinforcement_step(ctx: JobContext, batch: BatchState) -> None:
     closed = reinforcement.close_contradictions(run)
     run.stats["observed"] = seen.to_stats()
     run.stats["reinforcement"] = {**confirmed, "contradictions": closed}
+
+
+def importance_step(ctx: JobContext, batch: BatchState) -> None:
+    """Raise the importance of the user's statements that proved worth keeping (reversible)."""
+    run = sleep_run(ctx, batch)
+    if run is None:
+        return
+    if not run.options.importance:
+        run.stats["importance"] = {"enabled": False}
+        ctx.count("importance_raised", 0)
+        return
+    run.stats["importance"] = importance.raise_importance(run)
 
 
 def prominence_step(ctx: JobContext, batch: BatchState) -> None:

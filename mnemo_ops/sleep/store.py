@@ -11,6 +11,10 @@
   and the stamp written, recorded before the write, so ``mnemo-ops forgotten restore`` clears exactly
   our stamp. ``applied``: 0 planned, 1 written, -1 given up (the row changed before it was written).
 - ``sleep_nights``: the once-a-night work done per night (the age pass, the edge pass).
+- ``sleep_importance``: each importance the importance stage raised (the row, why, the night, the
+  value before and after), recorded before the write, so ``mnemo-ops importance restore`` puts back
+  exactly the value before; ``applied`` as in ``sleep_archive``.
+- ``sleep_cursors``: where a stage that reads new rows once stopped (the working memory rowid).
 - ``sleep_edge_journal``: the weight each of our edges had and gets tonight, written before the edge
   is, so a run killed halfway never scales an edge twice.
 
@@ -32,7 +36,9 @@ CONFIRMATIONS = "sleep_confirmations"
 ARCHIVE = "sleep_archive"
 NIGHTS = "sleep_nights"
 EDGE_JOURNAL = "sleep_edge_journal"
-TABLES = (MEMORIES, CONFIRMATIONS, ARCHIVE, NIGHTS, EDGE_JOURNAL)
+IMPORTANCE = "sleep_importance"
+CURSORS = "sleep_cursors"
+TABLES = (MEMORIES, CONFIRMATIONS, ARCHIVE, NIGHTS, EDGE_JOURNAL, IMPORTANCE, CURSORS)
 
 FORGOTTEN = "forgotten"
 CONTRADICTED = "contradicted"
@@ -72,6 +78,13 @@ _DDL = (
     f"""CREATE TABLE IF NOT EXISTS {EDGE_JOURNAL} (
         night TEXT NOT NULL, edge_id INTEGER NOT NULL, weight_before REAL, weight_after REAL,
         coactive INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (night, edge_id))""",
+    f"""CREATE TABLE IF NOT EXISTS {IMPORTANCE} (
+        id INTEGER PRIMARY KEY, memory_key TEXT NOT NULL UNIQUE, reason TEXT NOT NULL,
+        night TEXT NOT NULL, importance_before REAL, importance_after REAL NOT NULL,
+        recorded_at TEXT, applied INTEGER NOT NULL DEFAULT 0, restored_at TEXT,
+        restore_note TEXT)""",
+    f"CREATE INDEX IF NOT EXISTS {IMPORTANCE}_night ON {IMPORTANCE}(night, applied)",
+    f"CREATE TABLE IF NOT EXISTS {CURSORS} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)",
 )
 
 
