@@ -127,6 +127,11 @@ class SleepOptions(Section):
     reinforcement_rows_per_night: PositiveInt = option(
         20000, "memories checked for restatements per night"
     )
+    confirmation_edges: bool = option(
+        False,
+        "link each restatement to its original by a mnemo:confirms edge (the agent's recall pays a "
+        "scan of every edge per candidate; see docs/sleep-stages.md)",
+    )
     importance: bool = option(
         True, "false: no user statement's importance is raised (docs/sleep-stages.md)"
     )

@@ -7,8 +7,10 @@ the same subject (its first content word: "Dana's sister ..." and "Dana's sister
 prefers ..." and "Anna prefers ..." do not), the same numbers ("at 5" never restates "at 6") and a
 rapidfuzz ratio of at least
 ``sleep.confirmation_similarity`` (93) is the original it restates. The restatement is recorded as a
-confirmation of that original (of the original's own original, when it restates one in turn) and
-linked to it by a ``mnemo:confirms`` edge; it is not a new fact: it collects no confirmations of its
+confirmation of that original (of the original's own original, when it restates one in turn), and
+with ``sleep.confirmation_edges`` linked to it by a ``mnemo:confirms`` edge (off by default:
+Mnemosyne's recall scans every edge once per candidate for its edge bonus, which the Hermes plugin's
+recall pays each turn while never following one); it is not a new fact: it collects no confirmations of its
 own. Nothing is closed: both rows stay.
 
 **Contradictions** are closed only when a deterministic check proves them, in the stores that keep
@@ -230,7 +232,7 @@ def confirm_restatements(run: SleepRun) -> dict[str, int]:
                 decided[store.key_of(store.WORKING, memory_id)] = original_key
                 found.append(Confirmation(memory_id, original_key, match[1], row["timestamp"]))
             totals["checked"] += len(batch)
-            if found:
+            if found and run.options.confirmation_edges:
                 run.before_write()
                 totals["edges_created"] += transactions.write_batch(
                     connection,

@@ -74,7 +74,7 @@ def _edges(layout, owned: bool):
 
 def test_restatements_confirm_the_first_memory_and_are_linked_to_it(restatements, tmp_path):
     layout, ids = restatements
-    settings = settings_for(layout, tmp_path)
+    settings = settings_for(layout, tmp_path, "sleep:\n  confirmation_edges: true\n")
     result = run_sleep(settings)
     assert result.status == "ok", result.error
     confirmations, counts = _confirmations(layout)
@@ -224,7 +224,9 @@ def test_mnemosynes_edges_are_never_changed_and_ours_decay_to_the_floor(restatem
     foreign = _edges(layout, owned=False)
     assert foreign, "the home has edges that are not ours"
     # A high floor, reached in five nights (weights start at most 0.8 and lose a fifth a night).
-    settings = settings_for(layout, tmp_path, "sleep:\n  edge_floor: 0.3\n")
+    settings = settings_for(
+        layout, tmp_path, "sleep:\n  edge_floor: 0.3\n  confirmation_edges: true\n"
+    )
     first = run_sleep(settings)
     ours = {row[0]: row[4] for row in _edges(layout, owned=True)}
     assert len(ours) == 3
@@ -261,3 +263,15 @@ def test_mnemosynes_edges_are_never_changed_and_ours_decay_to_the_floor(restatem
     assert result.changes["edges_downscaled"] == 0  # at the floor: nothing left to write
     assert len(_edges(layout, owned=True)) == 3  # never deleted
     assert _edges(layout, owned=False) == foreign
+
+
+def test_by_default_a_confirmation_is_recorded_and_no_edge_is_written(restatements, tmp_path):
+    """Mnemosyne's recall scans every edge per candidate for its edge bonus (the agent pays it each
+    turn, and the Hermes plugin never follows an edge): confirmations stay in state.db."""
+    layout, ids = restatements
+    result = run_sleep(settings_for(layout, tmp_path))
+    assert result.changes["confirmations"] == 3
+    assert result.changes["confirmation_edges_created"] == 0
+    assert not [row for row in _edges(layout, owned=True) if row[3] == edges.CONFIRMS]
+    confirmations, counts = _confirmations(layout)
+    assert counts["w:" + ids["original"]] == 3
