@@ -507,3 +507,113 @@ def fsync_store(store: ChunkStore) -> None:
                 fsync_path(folder)
         fsync_path(store.chunks)
         fsync_path(store.root)
+
+
+class _ReadingFile(_MemoryFile):
+    """A checkpoint's database read straight from its chunks (read-only: verify writes nothing,
+    and needs no free space, however full the disk is). A few recent chunks are kept in memory."""
+
+    CACHED_CHUNKS = 64
+
+    def __init__(self, store: ChunkStore, digests: list[str], size: int, chunk_bytes: int):
+        self.store_ = store
+        self.digests = digests
+        self.size = size
+        self.chunk_bytes = chunk_bytes
+        self.cache: dict[int, bytes] = {}
+
+    def _chunk(self, number: int) -> bytes:
+        chunk = self.cache.pop(number, None)
+        if chunk is None:
+            chunk = self.store_.read(self.digests[number])
+            if len(self.cache) >= self.CACHED_CHUNKS:
+                del self.cache[next(iter(self.cache))]
+        self.cache[number] = chunk  # most recent last
+        return chunk
+
+    def xRead(self, amount: int, offset: int) -> bytes:
+        result = bytearray()
+        position, end = offset, min(offset + amount, self.size)
+        while position < end:
+            number, within = divmod(position, self.chunk_bytes)
+            piece = self._chunk(number)[within : within + (end - position)]
+            if not piece:
+                break
+            result += piece
+            position += len(piece)
+        return bytes(result) + bytes(amount - len(result))
+
+    def xWrite(self, data: bytes, offset: int) -> None:
+        raise apsw.ReadOnlyError("a checkpoint is never written")
+
+    def xTruncate(self, newsize: int) -> None:
+        raise apsw.ReadOnlyError("a checkpoint is never written")
+
+    def xClose(self) -> None:
+        self.cache.clear()
+
+
+class ReadingVFS(apsw.VFS):
+    """A VFS that serves one checkpoint's database from the chunk store, read-only."""
+
+    def __init__(self, name: str, opener: Callable[[], _ReadingFile]):
+        self.opener = opener
+        super().__init__(name, base="")
+
+    def xOpen(self, name, flags):
+        if flags[0] & apsw.SQLITE_OPEN_MAIN_DB:
+            return self.opener()
+        return _MemoryFile()
+
+    def xAccess(self, pathname: str, flags: int) -> bool:
+        return False
+
+    def xDelete(self, filename: str, syncdir: bool) -> None:
+        return None
+
+    def xFullPathname(self, name: str) -> str:
+        return name
+
+
+class ChunkedDatabase:
+    """``with ChunkedDatabase(store, digests, size, chunk_bytes) as connection:`` an immutable
+    read-only apsw connection on a checkpoint's database, read from its chunks; a bad chunk
+    surfaces as ChunkError (the message names its file)."""
+
+    def __init__(self, store: ChunkStore, digests: list[str], size: int, chunk_bytes: int):
+        self.name = f"mnemo-ops-read-{os.getpid()}-{id(self)}"
+        self.errors: list[ChunkError] = []
+
+        def opener() -> _ReadingFile:
+            return _ReadingFile(store, digests, size, chunk_bytes)
+
+        self.vfs = ReadingVFS(self.name, opener)
+        self.connection: apsw.Connection | None = None
+
+    def __enter__(self) -> apsw.Connection:
+        self.connection = apsw.Connection(
+            "file:checkpoint.db?immutable=1",
+            flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI,
+            vfs=self.name,
+        )
+        return self.connection
+
+    def __exit__(self, *exc_info) -> None:
+        if self.connection is not None:
+            self.connection.close()
+        self.vfs.unregister()
+
+
+def check_chunks(
+    store: ChunkStore, digests: list[str], size: int, on_bytes: Callable[[int], None] | None = None
+) -> None:
+    """Read every chunk once, in order, each checked against its sha256, and the sizes against
+    `size`: the reassembled file would be exactly the one checkpointed (ChunkError otherwise)."""
+    total = 0
+    for digest in digests:
+        length = len(store.read(digest))
+        total += length
+        if on_bytes is not None:
+            on_bytes(length)
+    if total != size:
+        raise ChunkError(f"the chunks add up to {total:,} bytes, not the recorded {size:,}")

@@ -8,7 +8,8 @@ from typing import Any
 
 import apsw
 
-from mnemo_ops.checkpoints import catalog, sqlite_copy
+from mnemo_ops import database
+from mnemo_ops.checkpoints import catalog, chunk_store, sqlite_copy
 from mnemo_ops.checkpoints.catalog import CheckpointInfo
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.foundation.private_files import sha256_file
@@ -59,7 +60,10 @@ def verify_checkpoint(
             info.name, folder, False, ["manifest.json is missing or unreadable"], None, {}, 0
         )
     files = manifest.get("files") or {}
-    if catalog.DATABASE_FILE not in files:
+    deduplicated = is_deduplicated(manifest)
+    if deduplicated and chunk_store.INDEX_FILE not in files:
+        problems.append(f"the manifest lists no {chunk_store.INDEX_FILE}")
+    elif not deduplicated and catalog.DATABASE_FILE not in files:
         problems.append("the manifest lists no mnemosyne.db")
     total = sum(int(entry.get("size") or 0) for entry in files.values())
     checked = 0
@@ -81,8 +85,84 @@ def verify_checkpoint(
             if sha256_file(path, on_bytes=bar.advance) != expected.get("sha256"):
                 problems.append(f"{relative}: sha256 differs from the manifest")
             checked += 1
+    if deduplicated:
+        integrity, counts = _check_reassembled(info, problems, progress)
+    else:
+        integrity, counts = _check_database(folder / catalog.DATABASE_FILE, manifest, problems)
+    if info.failed:
+        problems.append(
+            "this checkpoint failed verification when it was made (it lives in failed/)"
+        )
+    return VerificationReport(info.name, folder, not problems, problems, integrity, counts, checked)
+
+
+def is_deduplicated(manifest: dict[str, Any] | None) -> bool:
+    """True for a checkpoint whose database lives in the chunk store (older ones hold a full copy)."""
+    return (manifest or {}).get("layout") == "deduplicated"
+
+
+def database_chunks(info: CheckpointInfo) -> tuple[chunk_store.ChunkStore, list[str], dict]:
+    """The store, chunk list and database entry of a deduplicated checkpoint, the list checked
+    against the manifest's count and tree hash (ChunkError naming the index otherwise)."""
+    entry = (info.manifest or {}).get("database") or {}
+    index = info.path / chunk_store.INDEX_FILE
+    digests = chunk_store.read_index(index)
+    if len(digests) != entry.get("chunk_count") or chunk_store.tree_sha256(digests) != entry.get(
+        "tree_sha256"
+    ):
+        raise chunk_store.ChunkError(f"index {index} does not match its manifest")
+    # The checkpoint lives in <backups>/<name>/ or <backups>/failed/<name>/.
+    backups = info.path.parent.parent if info.failed else info.path.parent
+    return chunk_store.ChunkStore(backups), digests, entry
+
+
+def reassemble_database(info: CheckpointInfo, target: Path, progress: ProgressReporter) -> None:
+    """Write a deduplicated checkpoint's database into the new file `target`, checked end to end:
+    every chunk against its sha256 while read, then the written file's tree hash against the
+    manifest (ChunkError naming the file at the first problem)."""
+    store, digests, entry = database_chunks(info)
+    with progress.bar(f"reassembling {info.name}", total=entry.get("size")) as bar:
+        chunk_store.reassemble(store, digests, target, int(entry.get("size") or 0), bar.advance)
+    chunk_bytes = int(entry.get("chunk_bytes") or chunk_store.CHUNK_BYTES)
+    if chunk_store.file_tree_sha256(target, chunk_bytes) != entry.get("tree_sha256"):
+        target.unlink(missing_ok=True)
+        raise chunk_store.ChunkError(f"the reassembled {target} does not match its manifest hash")
+
+
+def _check_reassembled(
+    info: CheckpointInfo, problems: list[str], progress: ProgressReporter
+) -> tuple[str | None, dict]:
+    """Check a deduplicated checkpoint without writing a byte: every chunk against its sha256 (and
+    the index against the manifest's hash), then integrity_check and the row counts on the database
+    read straight from its chunks."""
+    try:
+        store, digests, entry = database_chunks(info)
+        size = int(entry.get("size") or 0)
+        with progress.bar(f"hashing the chunks of {info.name}", total=size) as bar:
+            chunk_store.check_chunks(store, digests, size, bar.advance)
+        chunk_bytes = int(entry.get("chunk_bytes") or chunk_store.CHUNK_BYTES)
+        with chunk_store.ChunkedDatabase(store, digests, size, chunk_bytes) as connection:
+            integrity = sqlite_copy.integrity_of(connection)
+            if integrity != "ok":
+                problems.append(f"integrity_check: {integrity}")
+            counts = database.row_counts(connection)
+    except chunk_store.ChunkError as error:
+        problems.append(str(error))
+        return None, {}
+    except apsw.Error as error:
+        problems.append(f"cannot read the database from its chunks: {error}")
+        return None, {}
+    if counts != (info.manifest or {}).get("row_counts"):
+        problems.append(
+            f"row counts {counts} differ from the manifest {(info.manifest or {}).get('row_counts')}"
+        )
+    return integrity, counts
+
+
+def _check_database(
+    db_file: Path, manifest: dict[str, Any], problems: list[str]
+) -> tuple[str | None, dict]:
     integrity, counts = None, {}
-    db_file = folder / catalog.DATABASE_FILE
     if db_file.is_file() and not db_file.is_symlink():
         integrity = sqlite_copy.integrity_check(db_file)
         if integrity != "ok":
@@ -95,8 +175,4 @@ def verify_checkpoint(
             problems.append(
                 f"row counts {counts} differ from the manifest {manifest.get('row_counts')}"
             )
-    if info.failed:
-        problems.append(
-            "this checkpoint failed verification when it was made (it lives in failed/)"
-        )
-    return VerificationReport(info.name, folder, not problems, problems, integrity, counts, checked)
+    return integrity, counts
