@@ -307,9 +307,9 @@ def apply_retention(settings: Settings) -> list[str]:
     return removed
 
 
-def referenced_chunks(backups_dir: Path) -> set[str] | None:
-    """Every chunk named by a checkpoint still in the folder (verified, failed, unverified, or
-    left half-made by a kill), or None when one of them might reference chunks but its index
+def referenced_packs(backups_dir: Path) -> set[str] | None:
+    """Every pack named by a checkpoint still in the folder (verified, failed, unverified, or
+    left half-made by a kill), or None when one of them might reference packs but its index
     cannot be read: then nothing may be collected."""
     folders = _folders(backups_dir) + _folders(backups_dir / FAILED_DIR)
     if backups_dir.is_dir() and not backups_dir.is_symlink():
@@ -331,19 +331,19 @@ def referenced_chunks(backups_dir: Path) -> set[str] | None:
                 return None
             continue
         try:
-            referenced.update(chunk_store.read_index(index))
+            referenced.update(chunk_store.read_index(index).packs)
         except chunk_store.ChunkError:
             return None
     return referenced
 
 
 def collect_chunks(settings: Settings) -> tuple[int, int]:
-    """Remove the chunks no checkpoint in the backups folder references (the writer lock is held:
+    """Remove the packs no checkpoint in the backups folder references (the writer lock is held:
     no checkpoint is being made); return (files, bytes) removed, (0, 0) when unsure."""
     store = chunk_store.ChunkStore(settings.backups_dir)
-    if not store.chunks.is_dir() or store.chunks.is_symlink():
+    if not store.packs.is_dir() or store.packs.is_symlink():
         return 0, 0
-    referenced = referenced_chunks(settings.backups_dir)
+    referenced = referenced_packs(settings.backups_dir)
     if referenced is None:
         return 0, 0
     return store.collect_garbage(referenced)

@@ -1,31 +1,40 @@
-"""The deduplicated checkpoint store: a database snapshot split into fixed page-aligned chunks,
-each stored once under its sha256.
+"""The deduplicated checkpoint store: a database snapshot's pages stored once, in pack files, and
+shared by every checkpoint that holds the same page at the same place.
 
 Layout, inside the backups folder (folders 0700, files 0600, never a symlink followed)::
 
-    <backups>/store/chunks/<first two hex digits>/<sha256>    one chunk (CHUNK_BYTES or less)
-    <backups>/<name>/mnemosyne.db.chunks                       a checkpoint's index: one sha256 a line
+    <backups>/store/packs/<pack>.pack          the new pages of one checkpoint, one after another
+    <backups>/<name>/mnemosyne.db.pages        a checkpoint's index (below)
 
-Why fixed chunks and not content-defined ones: SQLite never shifts bytes inside its file, a changed
-row rewrites its page in place (or a new page at the end), so page-aligned chunks see exactly the
-pages that changed; content-defined chunking would only add cost.
+Why pages, and why packs (measured, benchmarks/checkpoint_store.py): SQLite never shifts bytes in
+its file, a changed row rewrites its page in place, but the agent's recalls bump rows all over the
+file: after 1% churn a day, 64 KiB chunks saw 38% of the file change, 16 KiB ones 13%. Only
+page-sized pieces write what changed; and one file (one fsync) a checkpoint instead of one per
+piece keeps a 1 GB database from needing a quarter of a million files.
+
+A checkpoint's index: a JSON header line (the packs it uses, the page and chunk sizes), then per
+chunk of CHUNK_BYTES its sha256 (32 bytes), then per page a record: 16 bytes of the page's sha256
+(to see, next time, that the page at that place did not change), the pack's number in the header
+(4 bytes) and the page's place in that pack (4 bytes). Every chunk read back is checked against its
+sha256, and the database's hash (`tree_sha256`) is the sha256 of the chunk hashes in file order: a
+reassembled file whose chunks all match is the exact file that was checkpointed.
 
 The snapshot is taken by SQLite's backup API inside one read transaction (as for the full copy),
 but the target is a file of `ChunkingVFS`: the pages SQLite writes are cut into chunks in memory,
-hashed, and only the chunks the store does not hold yet are written. No full copy is ever written,
-so a checkpoint after 1% churn writes about the chunks that changed.
-
-A checkpoint's database hash (`tree_sha256`) is the sha256 of its index (the chunks' sha256s in file
-order): every chunk is checked against its own sha256 as it is read back, so a reassembled file
-whose chunks all match and whose index matches is the exact file that was checkpointed.
+a chunk whose sha256 is the one the previous checkpoint had at that place is taken as it was, the
+pages of the others are compared one by one, and only new pages are appended to this checkpoint's
+pack. No full copy is ever written.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
+import secrets
 import stat
+import struct
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -37,17 +46,21 @@ from mnemo_ops.checkpoints import sqlite_copy
 from mnemo_ops.foundation.private_files import PRIVATE_FILE_MODE, ensure_private_dir, fsync_path
 
 STORE_DIR = "store"
-CHUNKS_DIR = "chunks"
-INDEX_FILE = "mnemosyne.db.chunks"
+PACKS_DIR = "packs"
+PACK_SUFFIX = ".pack"
+INDEX_FILE = "mnemosyne.db.pages"
 CHUNK_BYTES = 64 * 1024
-"""64 KiB: 16 pages of 4 KiB. Chosen by benchmarks/checkpoint_store.py: after 1% churn smaller
-chunks write little less, larger ones write much more (see benchmarks/README.md)."""
+"""The unit checked by sha256 on every read (16 pages of 4 KiB), and the fast path: an unchanged
+chunk is recognised by one hash."""
+PAGE_DIGEST_BYTES = 16
+_RECORD = struct.Struct(">II")
+RECORD_BYTES = PAGE_DIGEST_BYTES + _RECORD.size
 TEMP_PREFIX = ".tmp-"
-_HEX = frozenset("0123456789abcdef")
+_PACK_NAME = frozenset("0123456789abcdefTZ-")
 
 
 class ChunkError(Exception):
-    """A chunk is missing, unreadable or not what its name says; the message names its file."""
+    """A pack or an index is missing, unreadable or not what it should be; the message names the file."""
 
 
 def _refuse_link(path: Path) -> None:
@@ -60,150 +73,255 @@ def _private_dir(path: Path) -> Path:
     return ensure_private_dir(path)
 
 
-def valid_digest(text: str) -> bool:
-    """True for a lowercase hex sha256 (so an index line can never name a path outside the store)."""
-    return len(text) == 64 and set(text) <= _HEX
+def valid_pack(name: str) -> bool:
+    """True for a pack name this store makes (so an index can never name a path outside it)."""
+    return 0 < len(name) <= 64 and set(name) <= _PACK_NAME
+
+
+@dataclasses.dataclass
+class Index:
+    """One checkpoint's database in the store: its chunks' sha256s and where each page lives."""
+
+    packs: list[str]
+    size: int
+    page_size: int
+    chunk_bytes: int
+    chunk_digests: list[bytes]
+    records: bytes
+    """RECORD_BYTES per page, in file order."""
+
+    @property
+    def pages_per_chunk(self) -> int:
+        """Pages in a full chunk."""
+        return self.chunk_bytes // self.page_size
+
+    def page_count(self) -> int:
+        """Pages in the file."""
+        return len(self.records) // RECORD_BYTES
+
+    def record(self, page: int) -> bytes:
+        """The record of page number `page` (0-based)."""
+        return self.records[page * RECORD_BYTES : (page + 1) * RECORD_BYTES]
+
+    def tree_sha256(self) -> str:
+        """The database's hash: the sha256 of the chunk hashes in file order."""
+        return tree_sha256(self.chunk_digests)
+
+    def to_bytes(self) -> bytes:
+        """The index file's content."""
+        header = {
+            "packs": self.packs,
+            "size": self.size,
+            "page_size": self.page_size,
+            "chunk_bytes": self.chunk_bytes,
+            "chunks": len(self.chunk_digests),
+        }
+        return (
+            json.dumps(header, sort_keys=True).encode("ascii")
+            + b"\n"
+            + b"".join(self.chunk_digests)
+            + self.records
+        )
+
+
+def tree_sha256(chunk_digests: list[bytes]) -> str:
+    """The sha256 of the chunk hashes in file order (what the manifest records)."""
+    return hashlib.sha256(b"".join(chunk_digests)).hexdigest()
+
+
+def read_index(path: Path) -> Index:
+    """A checkpoint's index (ChunkError naming the file when missing, a symlink or malformed)."""
+    _refuse_link(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ChunkError(f"index {path} cannot be read: {error.strerror}") from None
+    try:
+        line, _, rest = data.partition(b"\n")
+        header = json.loads(line)
+        packs = [str(name) for name in header["packs"]]
+        chunks = int(header["chunks"])
+        page_size, chunk_bytes, size = (
+            int(header["page_size"]),
+            int(header["chunk_bytes"]),
+            int(header["size"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        raise ChunkError(f"index {path} is malformed") from None
+    pages = -(-size // page_size) if page_size > 0 else -1
+    if (
+        not all(valid_pack(name) for name in packs)
+        or page_size <= 0
+        or chunk_bytes % page_size
+        or len(rest) != chunks * 32 + pages * RECORD_BYTES
+    ):
+        raise ChunkError(f"index {path} is malformed")
+    digests = [rest[offset : offset + 32] for offset in range(0, chunks * 32, 32)]
+    return Index(packs, size, page_size, chunk_bytes, digests, bytes(rest[chunks * 32 :]))
 
 
 class ChunkStore:
-    """The chunks of every deduplicated checkpoint in one backups folder."""
+    """The packs of every deduplicated checkpoint in one backups folder."""
 
     def __init__(self, backups_dir: Path):
         self.root = backups_dir / STORE_DIR
-        self.chunks = self.root / CHUNKS_DIR
+        self.packs = self.root / PACKS_DIR
+        self._open: dict[str, int] = {}
 
-    def path_for(self, digest: str) -> Path:
-        """Where the chunk `digest` lives (its name checked: no path can leave the store)."""
-        if not valid_digest(digest):
-            raise ChunkError(f"not a chunk name: {digest!r}")
-        return self.chunks / digest[:2] / digest
+    def path_for(self, pack: str) -> Path:
+        """Where pack `pack` lives (its name checked: no path can leave the store)."""
+        if not valid_pack(pack):
+            raise ChunkError(f"not a pack name: {pack!r}")
+        return self.packs / f"{pack}{PACK_SUFFIX}"
 
     def prepare(self) -> None:
         """Create the store's folders (0700), refusing symlinks in their place."""
         _private_dir(self.root)
-        _private_dir(self.chunks)
+        _private_dir(self.packs)
 
-    def has(self, digest: str, size: int) -> bool:
-        """True when the chunk is stored as a regular file of the expected size."""
+    def has(self, pack: str) -> bool:
+        """True when the pack is a regular file in the store."""
         try:
-            info = os.lstat(self.path_for(digest))
+            info = os.lstat(self.path_for(pack))
         except FileNotFoundError:
             return False
-        return stat.S_ISREG(info.st_mode) and info.st_size == size
+        return stat.S_ISREG(info.st_mode)
 
-    def put(self, digest: str, data: bytes) -> Path:
-        """Store `data` under `digest`: a 0600 temporary file, fsynced, renamed into place.
-
-        A kill at any point leaves either no chunk or a complete one (and maybe a temporary file the
-        next checkpoint removes).
-        """
-        final = self.path_for(digest)
-        folder = final.parent
-        if not folder.is_dir() or folder.is_symlink():
-            _private_dir(folder)
-        temporary = folder / f"{TEMP_PREFIX}{digest}-{os.getpid()}"
-        descriptor = os.open(
-            temporary,
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-            PRIVATE_FILE_MODE,
-        )
+    def read_page(self, pack: str, entry: int, page_size: int) -> bytes:
+        """Page `entry` of `pack` (ChunkError naming the pack when missing or short)."""
+        descriptor = self._open.get(pack)
+        path = self.path_for(pack)
+        if descriptor is None:
+            try:
+                descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            except FileNotFoundError:
+                raise ChunkError(f"pack {path} is missing") from None
+            except OSError as error:
+                raise ChunkError(f"pack {path} cannot be read: {error.strerror}") from None
+            self._open[pack] = descriptor
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(descriptor, view) :]
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
-        os.rename(temporary, final)
-        return final
-
-    def read(self, digest: str) -> bytes:
-        """The bytes of chunk `digest`, checked against its sha256; ChunkError naming the file."""
-        path = self.path_for(digest)
-        try:
-            descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            raise ChunkError(f"chunk {path} is missing") from None
+            data = os.pread(descriptor, page_size, entry * page_size)
         except OSError as error:
-            raise ChunkError(f"chunk {path} cannot be read: {error.strerror}") from None
-        try:
-            with os.fdopen(descriptor, "rb") as handle:
-                data = handle.read()
-        except OSError as error:
-            raise ChunkError(f"chunk {path} cannot be read: {error.strerror}") from None
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise ChunkError(f"chunk {path} is corrupt: its sha256 differs from its name")
+            raise ChunkError(f"pack {path} cannot be read: {error.strerror}") from None
+        if len(data) != page_size:
+            raise ChunkError(f"pack {path} is corrupt: it is shorter than its index says")
         return data
 
+    def read_chunk(self, index: Index, number: int) -> bytes:
+        """Chunk `number` of `index`, reassembled from its pages and checked against its sha256."""
+        first = number * index.pages_per_chunk
+        last = min(first + index.pages_per_chunk, index.page_count())
+        pages, packs = [], set()
+        for page in range(first, last):
+            pack_number, entry = _RECORD.unpack_from(index.record(page), PAGE_DIGEST_BYTES)
+            if pack_number >= len(index.packs):
+                raise ChunkError(f"chunk {number} names no pack of its index")
+            pack = index.packs[pack_number]
+            packs.add(pack)
+            pages.append(self.read_page(pack, entry, index.page_size))
+        data = b"".join(pages)[: max(0, index.size - number * index.chunk_bytes)]
+        if hashlib.sha256(data).digest() != index.chunk_digests[number]:
+            names = ", ".join(str(self.path_for(pack)) for pack in sorted(packs))
+            raise ChunkError(
+                f"pack {names} is corrupt: chunk {number} (bytes {number * index.chunk_bytes:,}"
+                f"-{number * index.chunk_bytes + len(data):,}) differs from its sha256"
+            )
+        return data
+
+    def close(self) -> None:
+        """Close the packs opened for reading."""
+        for descriptor in self._open.values():
+            os.close(descriptor)
+        self._open.clear()
+
     def stored(self) -> Iterable[Path]:
-        """Every chunk file in the store (temporary files left by a kill included)."""
-        if not self.chunks.is_dir() or self.chunks.is_symlink():
-            return
-        for folder in sorted(self.chunks.iterdir()):
-            if folder.is_symlink() or not folder.is_dir():
-                continue
-            yield from sorted(folder.iterdir())
+        """Every pack file in the store (temporary ones left by a kill included)."""
+        if not self.packs.is_dir() or self.packs.is_symlink():
+            return []
+        return sorted(path for path in self.packs.iterdir() if not path.is_dir())
 
     def remove_temporaries(self) -> int:
-        """Remove the temporary chunk files a killed checkpoint left (the writer lock is ours)."""
+        """Remove the temporary packs a killed checkpoint left (the writer lock is ours)."""
         removed = 0
-        for path in list(self.stored()):
-            if path.name.startswith(TEMP_PREFIX) and not path.is_dir():
+        for path in self.stored():
+            if path.name.startswith(TEMP_PREFIX):
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
 
     def collect_garbage(self, referenced: set[str]) -> tuple[int, int]:
-        """Remove every chunk no index in `referenced` names; return (files, bytes) removed."""
+        """Remove every pack no index names (and temporary ones); return (files, bytes) removed."""
         files = size = 0
-        touched: set[Path] = set()
-        for path in list(self.stored()):
-            if path.is_symlink() or not path.is_file() or path.name in referenced:
+        for path in self.stored():
+            if path.name.removesuffix(PACK_SUFFIX) in referenced and not path.is_symlink():
                 continue
-            size += path.stat().st_size
+            size += path.lstat().st_size
             path.unlink()
             files += 1
-            touched.add(path.parent)
-        for folder in touched:
-            fsync_path(folder)
+        if files:
+            fsync_path(self.packs)
         return files, size
 
     def size_bytes(self) -> int:
-        """Bytes of every chunk stored."""
-        return sum(path.stat().st_size for path in self.stored() if path.is_file())
+        """Bytes of every pack stored."""
+        return sum(path.lstat().st_size for path in self.stored())
 
 
-def read_index(path: Path) -> list[str]:
-    """The chunk list of a checkpoint (ChunkError when missing, a symlink or malformed)."""
-    _refuse_link(path)
-    try:
-        lines = path.read_text(encoding="ascii").split()
-    except (OSError, UnicodeDecodeError) as error:
-        raise ChunkError(f"index {path} cannot be read: {error}") from None
-    if not all(valid_digest(line) for line in lines):
-        raise ChunkError(f"index {path} is malformed")
-    return lines
+class _PackWriter:
+    """This checkpoint's new pages, appended to one temporary pack, fsynced and renamed at the end.
 
+    A kill at any point leaves at most a temporary pack (no index names it; the next checkpoint
+    removes it), never a pack an index names with pages missing.
+    """
 
-def index_bytes(digests: list[str]) -> bytes:
-    """The index file's content: one sha256 a line."""
-    return "".join(f"{digest}\n" for digest in digests).encode("ascii")
+    def __init__(self, store: ChunkStore, name: str, page_size: int):
+        self.store = store
+        self.name = name
+        self.page_size = page_size
+        self.final = store.path_for(name)
+        self.temporary = store.packs / f"{TEMP_PREFIX}{name}{PACK_SUFFIX}"
+        self.descriptor: int | None = None
+        self.entries = 0
 
+    def append(self, page: bytes) -> int:
+        if self.descriptor is None:
+            self.descriptor = os.open(
+                self.temporary,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                PRIVATE_FILE_MODE,
+            )
+        view = memoryview(page)
+        while view:
+            view = view[os.write(self.descriptor, view) :]
+        self.entries += 1
+        return self.entries - 1
 
-def tree_sha256(digests: list[str]) -> str:
-    """The database hash recorded in the manifest: the sha256 of the index."""
-    return hashlib.sha256(index_bytes(digests)).hexdigest()
+    def finish(self) -> bool:
+        """fsync and rename into place; False when no page was new (no pack then)."""
+        if self.descriptor is None:
+            return False
+        os.fsync(self.descriptor)
+        os.close(self.descriptor)
+        self.descriptor = None
+        os.rename(self.temporary, self.final)
+        fsync_path(self.store.packs)
+        return True
+
+    def abandon(self) -> None:
+        if self.descriptor is not None:
+            os.close(self.descriptor)
+            self.descriptor = None
+        self.temporary.unlink(missing_ok=True)
 
 
 @dataclasses.dataclass
 class ChunkedSnapshot:
-    """A snapshot stored as chunks: their sha256s in file order, and what it cost."""
+    """A snapshot stored in the store: its index, and what it cost."""
 
-    digests: list[str]
-    size: int
-    chunk_bytes: int
-    new_chunks: int
+    index: Index
+    new_pages: int
     new_bytes: int
+    reused_chunks: int
     snapshot: sqlite_copy.SnapshotCopy
 
 
@@ -330,37 +448,124 @@ class _MemoryFile(_ChunkingFile):
 
 
 class _Sink:
-    """Where the chunking file's finished chunks go: hashed, and stored when new."""
+    """Where the chunking file's finished chunks go: compared with the previous checkpoint's, and
+    their new pages appended to this checkpoint's pack."""
 
-    def __init__(self, store: ChunkStore, chunk_bytes: int):
+    def __init__(self, store: ChunkStore, chunk_bytes: int, pack: str, previous: Index | None):
         self.store_ = store
         self.chunk_bytes = chunk_bytes
-        self.digests: dict[int, str] = {}
-        self.new_chunks = 0
-        self.new_bytes = 0
+        self.pack_name = pack
+        self.previous = previous
+        self.page_size: int | None = None
+        self.writer: _PackWriter | None = None
+        self.packs: list[str] = []
+        self.pack_numbers: dict[str, int] = {}
+        self.chunk_digests: dict[int, bytes] = {}
+        self.records: dict[int, list[bytes]] = {}
+        self.this_run: dict[bytes, bytes] = {}
+        """Page digest -> record, for pages new in this run (the free pages' zeros, mostly)."""
+        self.new_pages = 0
+        self.reused: set[int] = set()
         self.size = 0
-        self.hash_s = 0.0
-        self.write_s = 0.0
+
+    def _pack_number(self, pack: str) -> int:
+        number = self.pack_numbers.get(pack)
+        if number is None:
+            number = self.pack_numbers[pack] = len(self.packs)
+            self.packs.append(pack)
+        return number
+
+    def _previous_record(self, page: int) -> tuple[bytes, int, str] | None:
+        previous = self.previous
+        if (
+            previous is None
+            or previous.page_size != self.page_size
+            or page >= previous.page_count()
+        ):
+            return None
+        record = previous.record(page)
+        pack_number, entry = _RECORD.unpack_from(record, PAGE_DIGEST_BYTES)
+        return record[:PAGE_DIGEST_BYTES], entry, previous.packs[pack_number]
 
     def stored_chunk(self, number: int) -> bytes | None:
-        digest = self.digests.get(number)
-        return self.store_.read(digest) if digest is not None else None
+        if number not in self.chunk_digests:
+            return None
+        if self.writer is not None and self.writer.descriptor is not None:
+            os.fsync(self.writer.descriptor)  # reading back the temporary pack below
+        return b"".join(self._page_bytes(record) for record in self.records[number])
+
+    def _page_bytes(self, record: bytes) -> bytes:
+        pack_number, entry = _RECORD.unpack_from(record, PAGE_DIGEST_BYTES)
+        pack = self.packs[pack_number]
+        if pack == self.pack_name and self.writer is not None:
+            with self.writer.temporary.open("rb") as handle:
+                handle.seek(entry * self.page_size)
+                return handle.read(self.page_size)
+        return self.store_.read_page(pack, entry, self.page_size)
 
     def store(self, number: int, data: bytes) -> None:
-        started = time.perf_counter()
-        digest = hashlib.sha256(data).hexdigest()
-        hashed = time.perf_counter()
-        self.hash_s += hashed - started
-        self.digests[number] = digest
-        if not self.store_.has(digest, len(data)):
-            self.store_.put(digest, data)
-            self.new_chunks += 1
-            self.new_bytes += len(data)
-        self.write_s += time.perf_counter() - hashed
+        if self.page_size is None:  # set from the source before the copy starts
+            raise ChunkError("the page size is not known yet")
+        digest = hashlib.sha256(data).digest()
+        self.chunk_digests[number] = digest
+        self.reused.discard(number)
+        pages_per_chunk = self.chunk_bytes // self.page_size
+        first = number * pages_per_chunk
+        previous = self.previous
+        if (
+            previous is not None
+            and previous.page_size == self.page_size
+            and previous.chunk_bytes == self.chunk_bytes
+            and number < len(previous.chunk_digests)
+            and previous.chunk_digests[number] == digest
+        ):
+            # The fast path: the same chunk at the same place, taken as the previous one had it.
+            self.reused.add(number)
+            records = []
+            for offset in range(-(-len(data) // self.page_size)):
+                page_digest, entry, pack = self._previous_record(first + offset)
+                records.append(self._record(page_digest, entry, pack))
+            self.records[number] = records
+            return
+        records = []
+        for offset in range(0, len(data), self.page_size):
+            page = data[offset : offset + self.page_size]
+            page_digest = hashlib.sha256(page).digest()[:PAGE_DIGEST_BYTES]
+            before = self._previous_record(first + offset // self.page_size)
+            if before is not None and before[0] == page_digest:
+                records.append(self._record(page_digest, before[1], before[2]))
+                continue
+            known = self.this_run.get(page_digest)
+            if known is not None:
+                records.append(known)
+                continue
+            if self.writer is None:
+                self.writer = _PackWriter(self.store_, self.pack_name, self.page_size)
+            entry = self.writer.append(page)
+            self.new_pages += 1
+            record = self._record(page_digest, entry, self.pack_name)
+            self.this_run[page_digest] = record
+            records.append(record)
+        self.records[number] = records
+
+    def _record(self, page_digest: bytes, entry: int, pack: str) -> bytes:
+        return page_digest + _RECORD.pack(self._pack_number(pack), entry)
 
     def truncate(self, chunk_count: int) -> None:
-        for number in [key for key in self.digests if key >= chunk_count]:
-            del self.digests[number]
+        for number in [key for key in self.chunk_digests if key >= chunk_count]:
+            del self.chunk_digests[number]
+            del self.records[number]
+
+    def index(self) -> Index:
+        count = len(self.chunk_digests)
+        return Index(
+            list(self.packs),
+            self.size,
+            self.page_size or 0,
+            self.chunk_bytes,
+            [self.chunk_digests[number] for number in range(count)],
+            b"".join(b"".join(self.records[number]) for number in range(count)),
+        )
 
 
 class ChunkingVFS(apsw.VFS):
@@ -389,33 +594,39 @@ class ChunkingVFS(apsw.VFS):
 def snapshot_to_store(
     source_path: Path,
     store: ChunkStore,
+    pack: str,
+    previous: Index | None = None,
     tables: Iterable[str] = database.MAIN_TABLES,
     chunk_bytes: int = CHUNK_BYTES,
     on_pages: Callable[[int, int], None] | None = None,
     integrity: bool = False,
 ) -> tuple[ChunkedSnapshot, str | None]:
-    """Store one read snapshot of `source_path` as chunks; return it, and (when `integrity`) the
-    ``PRAGMA integrity_check`` of that same snapshot, run on the source inside the same read
+    """Store one read snapshot of `source_path`, its new pages in pack `pack` (pages unchanged
+    since `previous`, the newest checkpoint's index, are shared); return it, and (when `integrity`)
+    the ``PRAGMA integrity_check`` of that same snapshot, run on the source inside the same read
     transaction (so it checks exactly the bytes that were stored).
 
     Raises apsw errors as the full copy does (a damaged source: apsw.CorruptError), ChunkError or
-    OSError when the store cannot be written.
+    OSError when the store cannot be written; the temporary pack is removed then.
     """
     store.prepare()
-    sink = _Sink(store, chunk_bytes)
+    if previous is not None and not all(store.has(name) for name in previous.packs):
+        previous = None  # share nothing with a checkpoint whose packs are gone
+    sink = _Sink(store, chunk_bytes, pack, previous)
     vfs_name = f"mnemo-ops-chunks-{os.getpid()}-{id(sink)}"
     vfs = ChunkingVFS(vfs_name, sink)
     source = sqlite_copy.open_readonly(source_path)
     target = None
     integrity_result = None
     try:
+        sink.page_size = source.execute("PRAGMA page_size").fetchone()[0]
         target = apsw.Connection("snapshot.db", vfs=vfs_name)
         source.execute(f"PRAGMA cache_size = -{sqlite_copy.CACHE_KIB}")
-        # The target's pages only pass through: no cache worth keeping, no journal, no syncs.
         # Exclusive locking: the copied header says WAL, and WAL without shared memory needs it.
+        # The target's pages only pass through: no cache worth keeping, no journal, no syncs.
         target.execute(
-            "PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = 16; "
-            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF"
+            f"PRAGMA page_size = {sink.page_size}; PRAGMA locking_mode = EXCLUSIVE; "
+            "PRAGMA cache_size = 16; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF"
         )
         journal_mode = source.execute("PRAGMA journal_mode").fetchone()[0]
         started = time.perf_counter()
@@ -436,43 +647,47 @@ def snapshot_to_store(
         target.execute("PRAGMA journal_mode = DELETE")
         target.close()
         target = None
+        if sink.writer is not None:
+            sink.writer.finish()
         copy_s = time.perf_counter() - started
         if integrity:
-            rows = [row[0] for row in source.execute("PRAGMA integrity_check(20)")]
-            integrity_result = "ok" if rows == ["ok"] else "; ".join(str(row) for row in rows)
+            integrity_result = sqlite_copy.integrity_of(source)
         source.execute("COMMIT")
+    except BaseException:
+        if sink.writer is not None:
+            sink.writer.abandon()
+        raise
     finally:
         if target is not None:
             target.close()
         source.close()
         vfs.unregister()
-    digests = [sink.digests[number] for number in range(len(sink.digests))]
+        store.close()
     snapshot = sqlite_copy.SnapshotCopy(
         counts, page_size, page_count, journal_mode, round(copy_s, 3), round(counts_s, 3)
     )
     chunked = ChunkedSnapshot(
-        digests, sink.size, chunk_bytes, sink.new_chunks, sink.new_bytes, snapshot
+        sink.index(), sink.new_pages, sink.new_pages * page_size, len(sink.reused), snapshot
     )
     return chunked, integrity_result
 
 
 def reassemble(
     store: ChunkStore,
-    digests: list[str],
+    index: Index,
     target: Path,
-    size: int,
     on_bytes: Callable[[int], None] | None = None,
 ) -> None:
-    """Write the chunks `digests` in order into the new 0600 file `target` (fsynced), checking each
-    chunk's sha256 and the total size; ChunkError naming the file at the first problem."""
+    """Write the checkpoint `index` describes into the new 0600 file `target` (fsynced), checking
+    every chunk's sha256 and the total size; ChunkError naming the file at the first problem."""
     descriptor = os.open(
         target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE
     )
     written = 0
     try:
         with os.fdopen(descriptor, "wb") as out:
-            for digest in digests:
-                data = store.read(digest)
+            for number in range(len(index.chunk_digests)):
+                data = store.read_chunk(index, number)
                 out.write(data)
                 written += len(data)
                 if on_bytes is not None:
@@ -482,50 +697,99 @@ def reassemble(
     except BaseException:
         target.unlink(missing_ok=True)
         raise
-    if written != size:
+    finally:
+        store.close()
+    if written != index.size:
         target.unlink(missing_ok=True)
-        raise ChunkError(f"the chunks of {target.name} add up to {written:,} bytes, not {size:,}")
+        raise ChunkError(
+            f"the chunks of {target.name} add up to {written:,} bytes, not {index.size:,}"
+        )
 
 
 def file_tree_sha256(path: Path, chunk_bytes: int) -> str:
-    """The tree hash of a file on disk (its chunk_bytes slices' sha256s, one a line, hashed)."""
+    """The tree hash of a file on disk: its chunk_bytes slices' sha256s, hashed in order."""
     digests = []
     with path.open("rb") as handle:
         while True:
             block = handle.read(chunk_bytes)
             if not block:
                 break
-            digests.append(hashlib.sha256(block).hexdigest())
+            digests.append(hashlib.sha256(block).digest())
     return tree_sha256(digests)
 
 
-def fsync_store(store: ChunkStore) -> None:
-    """fsync the store's folders, so every chunk renamed into place survives a crash."""
-    if store.chunks.is_dir():
-        for folder in store.chunks.iterdir():
-            if folder.is_dir() and not folder.is_symlink():
-                fsync_path(folder)
-        fsync_path(store.chunks)
-        fsync_path(store.root)
+def new_pack_name(name: str) -> str:
+    """A pack name for checkpoint `name`: its stamp and a random suffix (never reused)."""
+    stamp = "".join(character for character in name if character in "0123456789TZ")[-16:]
+    return f"{stamp}-{secrets.token_hex(4)}"
+
+
+class _MemoryFile:
+    """Any other file SQLite opens on the target (none is expected with journal_mode OFF)."""
+
+    def __init__(self):
+        self.data = bytearray()
+        self.size = 0
+
+    def xRead(self, amount: int, offset: int) -> bytes:
+        piece = bytes(self.data[offset : offset + amount])
+        return piece + bytes(amount - len(piece))
+
+    def xWrite(self, data: bytes, offset: int) -> None:
+        if len(self.data) < offset:
+            self.data.extend(bytes(offset - len(self.data)))
+        self.data[offset : offset + len(data)] = data
+        self.size = len(self.data)
+
+    def xTruncate(self, newsize: int) -> None:
+        del self.data[newsize:]
+        self.size = len(self.data)
+
+    def xFileSize(self) -> int:
+        return self.size
+
+    def xSync(self, flags: int) -> None:
+        return None
+
+    def xLock(self, level: int) -> None:
+        return None
+
+    def xUnlock(self, level: int) -> None:
+        return None
+
+    def xCheckReservedLock(self) -> bool:
+        return False
+
+    def xFileControl(self, op: int, pointer: int) -> bool:
+        return False
+
+    def xSectorSize(self) -> int:
+        return 4096
+
+    def xDeviceCharacteristics(self) -> int:
+        return 0
+
+    def xClose(self) -> None:
+        self.data.clear()
 
 
 class _ReadingFile(_MemoryFile):
-    """A checkpoint's database read straight from its chunks (read-only: verify writes nothing,
+    """A checkpoint's database read straight from the store (read-only: verify writes nothing,
     and needs no free space, however full the disk is). A few recent chunks are kept in memory."""
 
     CACHED_CHUNKS = 64
 
-    def __init__(self, store: ChunkStore, digests: list[str], size: int, chunk_bytes: int):
+    def __init__(self, store: ChunkStore, index: Index):
         self.store_ = store
-        self.digests = digests
-        self.size = size
-        self.chunk_bytes = chunk_bytes
+        self.index = index
+        self.size = index.size
+        self.chunk_bytes = index.chunk_bytes
         self.cache: dict[int, bytes] = {}
 
     def _chunk(self, number: int) -> bytes:
         chunk = self.cache.pop(number, None)
         if chunk is None:
-            chunk = self.store_.read(self.digests[number])
+            chunk = self.store_.read_chunk(self.index, number)
             if len(self.cache) >= self.CACHED_CHUNKS:
                 del self.cache[next(iter(self.cache))]
         self.cache[number] = chunk  # most recent last
@@ -576,16 +840,15 @@ class ReadingVFS(apsw.VFS):
 
 
 class ChunkedDatabase:
-    """``with ChunkedDatabase(store, digests, size, chunk_bytes) as connection:`` an immutable
-    read-only apsw connection on a checkpoint's database, read from its chunks; a bad chunk
-    surfaces as ChunkError (the message names its file)."""
+    """``with ChunkedDatabase(store, index) as connection:`` an immutable read-only apsw connection
+    on a checkpoint's database, read from the store (every chunk checked as it is read)."""
 
-    def __init__(self, store: ChunkStore, digests: list[str], size: int, chunk_bytes: int):
+    def __init__(self, store: ChunkStore, index: Index):
         self.name = f"mnemo-ops-read-{os.getpid()}-{id(self)}"
-        self.errors: list[ChunkError] = []
+        self.store = store
 
         def opener() -> _ReadingFile:
-            return _ReadingFile(store, digests, size, chunk_bytes)
+            return _ReadingFile(store, index)
 
         self.vfs = ReadingVFS(self.name, opener)
         self.connection: apsw.Connection | None = None
@@ -602,18 +865,22 @@ class ChunkedDatabase:
         if self.connection is not None:
             self.connection.close()
         self.vfs.unregister()
+        self.store.close()
 
 
 def check_chunks(
-    store: ChunkStore, digests: list[str], size: int, on_bytes: Callable[[int], None] | None = None
+    store: ChunkStore, index: Index, on_bytes: Callable[[int], None] | None = None
 ) -> None:
-    """Read every chunk once, in order, each checked against its sha256, and the sizes against
-    `size`: the reassembled file would be exactly the one checkpointed (ChunkError otherwise)."""
+    """Read every chunk once, in order, each checked against its sha256, and the sizes against the
+    index's: the reassembled file would be exactly the one checkpointed (ChunkError otherwise)."""
     total = 0
-    for digest in digests:
-        length = len(store.read(digest))
-        total += length
-        if on_bytes is not None:
-            on_bytes(length)
-    if total != size:
-        raise ChunkError(f"the chunks add up to {total:,} bytes, not the recorded {size:,}")
+    try:
+        for number in range(len(index.chunk_digests)):
+            length = len(store.read_chunk(index, number))
+            total += length
+            if on_bytes is not None:
+                on_bytes(length)
+    finally:
+        store.close()
+    if total != index.size:
+        raise ChunkError(f"the chunks add up to {total:,} bytes, not the recorded {index.size:,}")

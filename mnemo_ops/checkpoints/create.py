@@ -165,8 +165,24 @@ def _copy_database(
         return sqlite_copy.copy_in_one_snapshot(settings.db_path, target, on_pages=on_pages)
 
 
+def _previous_index(settings: Settings) -> chunk_store.Index | None:
+    """The index of the newest deduplicated checkpoint (the pages a new one most likely shares)."""
+    for info in reversed(catalog.list_checkpoints(settings, include_failed=False)):
+        if (info.manifest or {}).get("layout") != DEDUPLICATED:
+            continue
+        try:
+            return chunk_store.read_index(info.path / chunk_store.INDEX_FILE)
+        except chunk_store.ChunkError:
+            continue
+    return None
+
+
 def _store_database(
-    settings: Settings, store: chunk_store.ChunkStore, progress: ProgressReporter, integrity: bool
+    settings: Settings,
+    store: chunk_store.ChunkStore,
+    name: str,
+    progress: ProgressReporter,
+    integrity: bool,
 ) -> tuple[chunk_store.ChunkedSnapshot, str | None]:
     with progress.bar("storing mnemosyne.db (one snapshot, new chunks only)") as bar:
         seen = {"done": 0, "total": None}
@@ -179,7 +195,12 @@ def _store_database(
             seen["done"] = done
 
         return chunk_store.snapshot_to_store(
-            settings.db_path, store, on_pages=on_pages, integrity=integrity
+            settings.db_path,
+            store,
+            chunk_store.new_pack_name(name),
+            previous=_previous_index(settings),
+            on_pages=on_pages,
+            integrity=integrity,
         )
 
 
@@ -308,25 +329,27 @@ def _deduplicated_database(
     store.remove_temporaries()  # left by a killed checkpoint; the writer lock is ours now
     check = kind != retention.PRE_WRITE or settings.backup.pre_write_integrity_check
     started = time.perf_counter()
-    chunked, integrity = _store_database(settings, store, progress, check)
+    chunked, integrity = _store_database(settings, store, folder.name, progress, check)
     verify_s = time.perf_counter() - started - chunked.snapshot.copy_s - chunked.snapshot.counts_s
-    chunk_store.fsync_store(store)
-    _write_private(folder / chunk_store.INDEX_FILE, chunk_store.index_bytes(chunked.digests))
+    _write_private(folder / chunk_store.INDEX_FILE, chunked.index.to_bytes())
     problems = []
     if integrity is None:
         integrity = "not run (pre-write checkpoint: checked by verify and restore)"
     elif integrity != "ok":
         problems.append(f"integrity_check on the snapshot: {integrity}")
+    index = chunked.index
     info = {
         "layout": DEDUPLICATED,
         "index": chunk_store.INDEX_FILE,
-        "size": chunked.size,
-        "page_size": chunked.snapshot.page_size,
-        "chunk_bytes": chunked.chunk_bytes,
-        "chunk_count": len(chunked.digests),
-        "tree_sha256": chunk_store.tree_sha256(chunked.digests),
-        "new_chunks": chunked.new_chunks,
+        "size": index.size,
+        "page_size": index.page_size,
+        "chunk_bytes": index.chunk_bytes,
+        "chunk_count": len(index.chunk_digests),
+        "packs": list(index.packs),
+        "tree_sha256": index.tree_sha256(),
+        "new_pages": chunked.new_pages,
         "new_bytes": chunked.new_bytes,
+        "reused_chunks": chunked.reused_chunks,
         "integrity_checked": check,
     }
     counts = dict(chunked.snapshot.row_counts)
@@ -450,9 +473,7 @@ def create_checkpoint(
     }
     if layout == DEDUPLICATED:
         stats["size_bytes"] += database_info["new_bytes"]
-        stats.update(
-            {key: database_info[key] for key in ("new_chunks", "new_bytes", "chunk_count")}
-        )
+        stats.update({key: database_info[key] for key in ("new_pages", "new_bytes", "chunk_count")})
     if state_info.get("present") and state_info.get("integrity_check") != "ok":
         stats["state_db_problem"] = state_info.get("integrity_check")
     return CheckpointOutcome(

@@ -101,30 +101,27 @@ def is_deduplicated(manifest: dict[str, Any] | None) -> bool:
     return (manifest or {}).get("layout") == "deduplicated"
 
 
-def database_chunks(info: CheckpointInfo) -> tuple[chunk_store.ChunkStore, list[str], dict]:
-    """The store, chunk list and database entry of a deduplicated checkpoint, the list checked
-    against the manifest's count and tree hash (ChunkError naming the index otherwise)."""
+def database_chunks(info: CheckpointInfo) -> tuple[chunk_store.ChunkStore, chunk_store.Index]:
+    """The store and index of a deduplicated checkpoint, the index checked against the manifest's
+    size and tree hash (ChunkError naming the index otherwise)."""
     entry = (info.manifest or {}).get("database") or {}
-    index = info.path / chunk_store.INDEX_FILE
-    digests = chunk_store.read_index(index)
-    if len(digests) != entry.get("chunk_count") or chunk_store.tree_sha256(digests) != entry.get(
-        "tree_sha256"
-    ):
-        raise chunk_store.ChunkError(f"index {index} does not match its manifest")
+    path = info.path / chunk_store.INDEX_FILE
+    index = chunk_store.read_index(path)
+    if index.size != entry.get("size") or index.tree_sha256() != entry.get("tree_sha256"):
+        raise chunk_store.ChunkError(f"index {path} does not match its manifest")
     # The checkpoint lives in <backups>/<name>/ or <backups>/failed/<name>/.
     backups = info.path.parent.parent if info.failed else info.path.parent
-    return chunk_store.ChunkStore(backups), digests, entry
+    return chunk_store.ChunkStore(backups), index
 
 
 def reassemble_database(info: CheckpointInfo, target: Path, progress: ProgressReporter) -> None:
     """Write a deduplicated checkpoint's database into the new file `target`, checked end to end:
     every chunk against its sha256 while read, then the written file's tree hash against the
     manifest (ChunkError naming the file at the first problem)."""
-    store, digests, entry = database_chunks(info)
-    with progress.bar(f"reassembling {info.name}", total=entry.get("size")) as bar:
-        chunk_store.reassemble(store, digests, target, int(entry.get("size") or 0), bar.advance)
-    chunk_bytes = int(entry.get("chunk_bytes") or chunk_store.CHUNK_BYTES)
-    if chunk_store.file_tree_sha256(target, chunk_bytes) != entry.get("tree_sha256"):
+    store, index = database_chunks(info)
+    with progress.bar(f"reassembling {info.name}", total=index.size) as bar:
+        chunk_store.reassemble(store, index, target, bar.advance)
+    if chunk_store.file_tree_sha256(target, index.chunk_bytes) != index.tree_sha256():
         target.unlink(missing_ok=True)
         raise chunk_store.ChunkError(f"the reassembled {target} does not match its manifest hash")
 
@@ -134,14 +131,12 @@ def _check_reassembled(
 ) -> tuple[str | None, dict]:
     """Check a deduplicated checkpoint without writing a byte: every chunk against its sha256 (and
     the index against the manifest's hash), then integrity_check and the row counts on the database
-    read straight from its chunks."""
+    read straight from the store."""
     try:
-        store, digests, entry = database_chunks(info)
-        size = int(entry.get("size") or 0)
-        with progress.bar(f"hashing the chunks of {info.name}", total=size) as bar:
-            chunk_store.check_chunks(store, digests, size, bar.advance)
-        chunk_bytes = int(entry.get("chunk_bytes") or chunk_store.CHUNK_BYTES)
-        with chunk_store.ChunkedDatabase(store, digests, size, chunk_bytes) as connection:
+        store, index = database_chunks(info)
+        with progress.bar(f"hashing the chunks of {info.name}", total=index.size) as bar:
+            chunk_store.check_chunks(store, index, bar.advance)
+        with chunk_store.ChunkedDatabase(store, index) as connection:
             integrity = sqlite_copy.integrity_of(connection)
             if integrity != "ok":
                 problems.append(f"integrity_check: {integrity}")
@@ -150,7 +145,7 @@ def _check_reassembled(
         problems.append(str(error))
         return None, {}
     except apsw.Error as error:
-        problems.append(f"cannot read the database from its chunks: {error}")
+        problems.append(f"cannot read the database from the store: {error}")
         return None, {}
     if counts != (info.manifest or {}).get("row_counts"):
         problems.append(

@@ -28,16 +28,20 @@ from tests.checkpoints.test_round_trip import WAL_SWITCH_HEADER_BYTES, full_copy
 from tests.faults.test_backup_faults import pad_database
 
 
-def _touch_rows(db_path: Path, where: str = "rowid % 50 = 0") -> None:
+def _touch_rows(db_path: Path, where: str = "rowid % 50 = 0", value: float = 0.123) -> None:
     connection = sqlite3.connect(db_path)
     with connection:
-        connection.execute(f"UPDATE working_memory SET importance = 0.123 WHERE {where}")
+        connection.execute(f"UPDATE working_memory SET importance = ? WHERE {where}", (value,))
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     connection.close()
 
 
-def _chunks_of(settings, name: str) -> list[str]:
-    return chunk_store.read_index(settings.backups_dir / name / chunk_store.INDEX_FILE)
+def _packs_of(settings, name: str) -> set[str]:
+    return set(chunk_store.read_index(settings.backups_dir / name / chunk_store.INDEX_FILE).packs)
+
+
+def _stored(store: chunk_store.ChunkStore) -> set[str]:
+    return {path.name.removesuffix(chunk_store.PACK_SUFFIX) for path in store.stored()}
 
 
 def test_a_deduplicated_checkpoint_restores_byte_exact_and_private(
@@ -51,7 +55,7 @@ def test_a_deduplicated_checkpoint_restores_byte_exact_and_private(
     assert manifest["database"]["size"] == sample.db_path.stat().st_size
     assert manifest["verification"]["integrity_check"] == "ok"  # a backup checks its snapshot
     store = chunk_store.ChunkStore(sample_settings.backups_dir)
-    for path in [store.root, store.chunks, *store.chunks.rglob("*")]:
+    for path in [store.root, store.packs, *store.packs.rglob("*")]:
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
     report = verify_checkpoint(catalog.find_checkpoint(sample_settings, deduplicated.name))
@@ -72,19 +76,19 @@ def test_a_deduplicated_checkpoint_restores_byte_exact_and_private(
     )
 
 
-def test_a_checkpoint_after_a_small_change_writes_only_the_changed_chunks(sample, sample_settings):
+def test_a_checkpoint_after_a_small_change_writes_only_the_changed_pages(sample, sample_settings):
     pad_database(sample.db_path, rows=3000)
     first = create_checkpoint(sample_settings, "daily")
-    assert first.stats["new_chunks"] == len(set(_chunks_of(sample_settings, first.name)))
+    pages = first.manifest["database"]["size"] // first.manifest["database"]["page_size"]
+    assert pages > 1000 and 0 < first.stats["new_pages"] <= pages
     _touch_rows(sample.db_path, "rowid = 17")
     second = create_checkpoint(sample_settings, "manual")
     assert second.verified
-    chunks = second.stats["chunk_count"]
-    assert chunks > 20 and 1 <= second.stats["new_chunks"] <= 4, second.stats
-    shared = set(_chunks_of(sample_settings, first.name)) & set(
-        _chunks_of(sample_settings, second.name)
-    )
-    assert len(shared) >= chunks - 4
+    # The row's page, the header page, perhaps an index page: a handful out of thousands.
+    assert 1 <= second.stats["new_pages"] <= 8, second.stats
+    assert second.manifest["database"]["reused_chunks"] >= second.stats["chunk_count"] - 8
+    assert _packs_of(sample_settings, first.name) < _packs_of(sample_settings, second.name)
+    assert verify_checkpoint(catalog.find_checkpoint(sample_settings, second.name)).ok
 
 
 def test_a_pre_write_checkpoint_skips_integrity_check_unless_asked_and_says_so(sample_settings):
@@ -104,10 +108,11 @@ def test_a_pre_write_checkpoint_skips_integrity_check_unless_asked_and_says_so(s
 def test_a_bad_chunk_is_refused_in_one_line_naming_the_file(sample, sample_settings, cli, damage):
     outcome = create_checkpoint(sample_settings, "daily")
     store = chunk_store.ChunkStore(sample_settings.backups_dir)
-    victim = store.path_for(_chunks_of(sample_settings, outcome.name)[2])
+    (pack,) = _packs_of(sample_settings, outcome.name)
+    victim = store.path_for(pack)
     if damage == "corrupted":
         data = bytearray(victim.read_bytes())
-        data[100] ^= 0xFF
+        data[len(data) // 2] ^= 0xFF
         victim.write_bytes(bytes(data))
     else:
         victim.unlink()
@@ -135,13 +140,18 @@ def test_retention_drops_only_the_chunks_no_kept_checkpoint_references(sample, s
     daily = create_checkpoint(settings, "daily")
     made = []
     for number in range(3):
-        _touch_rows(sample.db_path, f"rowid % 97 = {number}")
+        # the same rows each time: the pages one manual checkpoint wrote, the next rewrites
+        _touch_rows(sample.db_path, "rowid % 97 = 0", value=number / 10)
         made.append(create_checkpoint(settings, "manual").name)
+    own = {name: _packs_of(settings, name) for name in made}
     removed = catalog.apply_retention(settings)
     assert removed == made[:2]
     store = chunk_store.ChunkStore(settings.backups_dir)
-    kept = set(_chunks_of(settings, daily.name)) | set(_chunks_of(settings, made[2]))
-    assert {path.name for path in store.stored()} == kept
+    kept = _packs_of(settings, daily.name) | _packs_of(settings, made[2])
+    assert _stored(store) == kept
+    # made[1]'s own pack held only pages made[2] rewrote: no kept checkpoint needs it, it is gone.
+    (made_1_pack,) = own[made[1]] - own[made[0]] - _packs_of(settings, daily.name)
+    assert made_1_pack not in kept and made_1_pack not in _stored(store)
     for name in (daily.name, made[2]):
         assert verify_checkpoint(catalog.find_checkpoint(settings, name)).ok
 
@@ -149,9 +159,9 @@ def test_retention_drops_only_the_chunks_no_kept_checkpoint_references(sample, s
     _touch_rows(sample.db_path, "rowid % 89 = 0")
     newest = create_checkpoint(settings, "manual").name
     (settings.backups_dir / daily.name / chunk_store.INDEX_FILE).write_text("not an index\n")
-    before = {path.name for path in store.stored()}
-    catalog.apply_retention(settings)  # removes made[2]'s folder, but not a chunk
-    assert {path.name for path in store.stored()} == before
+    before = _stored(store)
+    catalog.apply_retention(settings)  # removes made[2]'s folder, but not a pack
+    assert _stored(store) == before
     assert verify_checkpoint(catalog.find_checkpoint(settings, newest)).ok
 
 
@@ -191,21 +201,19 @@ def test_a_checkpoint_child_killed_mid_write_leaves_the_store_consistent(sample,
     store = chunk_store.ChunkStore(backups)
     deadline = time.monotonic() + 60
     while process.poll() is None and time.monotonic() < deadline:
-        if store.chunks.is_dir() and sum(1 for _ in store.stored()) > 20:
-            process.send_signal(signal.SIGKILL)  # mid-write: some chunks stored, no index yet
+        temporary = [path for path in store.stored() if path.name.startswith(".tmp-")]
+        if temporary and temporary[0].stat().st_size > 1 << 20:
+            process.send_signal(signal.SIGKILL)  # mid-write: a pack half-written, no index yet
             break
         time.sleep(0.001)
     process.wait(timeout=30)
     if process.returncode != -signal.SIGKILL:
         pytest.skip("the checkpoint finished before it could be killed mid-write on this machine")
     assert [entry.name for entry in backups.iterdir() if catalog.valid_name(entry.name)] == []
-    # Every chunk in place is whole (its name is its sha256): a kill leaves none half-written.
-    for path in store.stored():
-        if not path.name.startswith(chunk_store.TEMP_PREFIX):
-            assert store.read(path.name)
+    # Only a temporary pack was left: no pack an index could name is half-written.
+    assert all(path.name.startswith(chunk_store.TEMP_PREFIX) for path in store.stored())
     outcome = create_checkpoint(sample_settings, "pre-write", job="memory-maintain")
     assert outcome.verified
     catalog.apply_retention(sample_settings)
-    stored = {path.name for path in store.stored()}
-    assert stored == set(_chunks_of(sample_settings, outcome.name))
+    assert _stored(store) == _packs_of(sample_settings, outcome.name)
     assert verify_checkpoint(catalog.find_checkpoint(sample_settings, outcome.name)).ok

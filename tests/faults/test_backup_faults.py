@@ -211,14 +211,13 @@ def test_backup_killed_mid_copy_leaves_no_checkpoint_and_the_next_run_completes(
         json.loads(completed.stdout)["checkpoint"],
         "store",
     ]
-    # The store is consistent: no chunk half-written, none that no checkpoint references.
-    stored = list(chunk_store.ChunkStore(backups).stored())
-    assert not [path for path in stored if path.name.startswith(".tmp-")]
-    assert {path.name for path in stored} == set(
-        chunk_store.read_index(
-            backups / json.loads(completed.stdout)["checkpoint"] / chunk_store.INDEX_FILE
-        )
-    )
+    # The store is consistent: no pack half-written, none that no checkpoint references.
+    stored = {
+        path.name.removesuffix(chunk_store.PACK_SUFFIX)
+        for path in chunk_store.ChunkStore(backups).stored()
+    }
+    index = backups / json.loads(completed.stdout)["checkpoint"] / chunk_store.INDEX_FILE
+    assert stored == set(chunk_store.read_index(index).packs)
 
 
 # --- a full disk -----------------------------------------------------------------------------------

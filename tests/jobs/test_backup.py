@@ -83,7 +83,7 @@ def test_backup_makes_a_verified_private_checkpoint(sample, cli):
     assert manifest["layout"] == "deduplicated"
     assert manifest["database"]["size"] == sample.db_path.stat().st_size
     assert set(manifest["files"]) == {
-        "mnemosyne.db.chunks",
+        "mnemosyne.db.pages",
         "state.db",
         "memory_blocks/MEMORY.md",
         "memory_blocks/USER.md",
@@ -112,7 +112,7 @@ def test_backup_makes_a_verified_private_checkpoint(sample, cli):
     assert sorted(p.name for p in folder.iterdir()) == [
         "manifest.json",
         "memory_blocks",
-        "mnemosyne.db.chunks",
+        "mnemosyne.db.pages",
         "state.db",
     ]
     assert result["changes"] == {"checkpoints_created": 1, "checkpoints_removed": 0}
