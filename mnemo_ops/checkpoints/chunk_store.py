@@ -338,6 +338,8 @@ class _ChunkingFile:
         self.sink = sink
         self.open: dict[int, bytearray] = {}
         self.size = 0
+        self.current: bytearray | None = None
+        self.current_number = -1
 
     def _chunk(self, number: int) -> bytearray:
         chunk = self.open.get(number)
@@ -350,6 +352,8 @@ class _ChunkingFile:
     def _flush_before(self, number: int) -> None:
         for other in [key for key in self.open if 0 < key < number]:
             self.sink.store(other, bytes(self.open.pop(other)))
+            if other == self.current_number:
+                self.current, self.current_number = None, -1
 
     def xRead(self, amount: int, offset: int) -> bytes:
         result = bytearray()
@@ -368,6 +372,24 @@ class _ChunkingFile:
 
     def xWrite(self, data: bytes, offset: int) -> None:
         size = self.sink.chunk_bytes
+        # The common case, one page appended to the chunk being filled: no slicing, no search.
+        number, within = divmod(offset, size)
+        current = self.current
+        if (
+            current is not None
+            and number == self.current_number
+            and within == len(current)
+            and within + len(data) <= size
+        ):
+            current += data
+            self.size = max(self.size, offset + len(data))
+            return
+        self._write(data, offset)
+        number = (offset + len(data) - 1) // size
+        self.current_number, self.current = number, self.open.get(number)
+
+    def _write(self, data: bytes, offset: int) -> None:
+        size = self.sink.chunk_bytes
         position, view = offset, memoryview(data)
         while view:
             number, within = divmod(position, size)
@@ -383,6 +405,7 @@ class _ChunkingFile:
 
     def xTruncate(self, newsize: int) -> None:
         size = self.sink.chunk_bytes
+        self.current, self.current_number = None, -1
         for number in list(self.open):
             if number * size >= newsize:
                 del self.open[number]
@@ -458,10 +481,11 @@ class _Sink:
         self.previous = previous
         self.page_size: int | None = None
         self.writer: _PackWriter | None = None
-        self.packs: list[str] = []
-        self.pack_numbers: dict[str, int] = {}
+        # The previous checkpoint's packs keep their numbers, so its records copy over verbatim.
+        self.packs: list[str] = list(previous.packs) if previous is not None else []
+        self.pack_numbers: dict[str, int] = {name: n for n, name in enumerate(self.packs)}
         self.chunk_digests: dict[int, bytes] = {}
-        self.records: dict[int, list[bytes]] = {}
+        self.records: dict[int, bytes] = {}
         self.this_run: dict[bytes, bytes] = {}
         """Page digest -> record, for pages new in this run (the free pages' zeros, mostly)."""
         self.new_pages = 0
@@ -492,7 +516,11 @@ class _Sink:
             return None
         if self.writer is not None and self.writer.descriptor is not None:
             os.fsync(self.writer.descriptor)  # reading back the temporary pack below
-        return b"".join(self._page_bytes(record) for record in self.records[number])
+        records = self.records[number]
+        return b"".join(
+            self._page_bytes(records[offset : offset + RECORD_BYTES])
+            for offset in range(0, len(records), RECORD_BYTES)
+        )
 
     def _page_bytes(self, record: bytes) -> bytes:
         pack_number, entry = _RECORD.unpack_from(record, PAGE_DIGEST_BYTES)
@@ -521,11 +549,10 @@ class _Sink:
         ):
             # The fast path: the same chunk at the same place, taken as the previous one had it.
             self.reused.add(number)
-            records = []
-            for offset in range(-(-len(data) // self.page_size)):
-                page_digest, entry, pack = self._previous_record(first + offset)
-                records.append(self._record(page_digest, entry, pack))
-            self.records[number] = records
+            pages = -(-len(data) // self.page_size)
+            self.records[number] = previous.records[
+                first * RECORD_BYTES : (first + pages) * RECORD_BYTES
+            ]
             return
         records = []
         for offset in range(0, len(data), self.page_size):
@@ -546,7 +573,7 @@ class _Sink:
             record = self._record(page_digest, entry, self.pack_name)
             self.this_run[page_digest] = record
             records.append(record)
-        self.records[number] = records
+        self.records[number] = b"".join(records)
 
     def _record(self, page_digest: bytes, entry: int, pack: str) -> bytes:
         return page_digest + _RECORD.pack(self._pack_number(pack), entry)
@@ -558,13 +585,30 @@ class _Sink:
 
     def index(self) -> Index:
         count = len(self.chunk_digests)
+        records = b"".join(self.records[number] for number in range(count))
+        packs = list(self.packs)
+        used = {
+            records[offset : offset + 4]
+            for offset in range(PAGE_DIGEST_BYTES, len(records), RECORD_BYTES)
+        }
+        if len(used) < len(packs):
+            # Some pack of the previous checkpoint holds no page of this one: renumber, so the
+            # index names only the packs it needs (and retention can drop the others).
+            keep = sorted(_RECORD.unpack(number + bytes(4))[0] for number in used)
+            renumber = {old: new for new, old in enumerate(keep)}
+            rebuilt = bytearray()
+            for offset in range(0, len(records), RECORD_BYTES):
+                pack_number, entry = _RECORD.unpack_from(records, offset + PAGE_DIGEST_BYTES)
+                rebuilt += records[offset : offset + PAGE_DIGEST_BYTES]
+                rebuilt += _RECORD.pack(renumber[pack_number], entry)
+            records, packs = bytes(rebuilt), [packs[old] for old in keep]
         return Index(
-            list(self.packs),
+            packs,
             self.size,
             self.page_size or 0,
             self.chunk_bytes,
             [self.chunk_digests[number] for number in range(count)],
-            b"".join(b"".join(self.records[number]) for number in range(count)),
+            records,
         )
 
 
