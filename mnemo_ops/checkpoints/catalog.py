@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.checkpoints import retention
+from mnemo_ops.checkpoints import chunk_store, retention
 from mnemo_ops.checkpoints.files import remove_tree, tree_size
 from mnemo_ops.core import state
 from mnemo_ops.core.manifests import effective_manifests
@@ -297,6 +297,53 @@ def remove_checkpoints(infos: list[CheckpointInfo]) -> list[str]:
 
 
 def apply_retention(settings: Settings) -> list[str]:
-    """Remove what retention's plan names (every kind, and old failed ones); return their names."""
+    """Remove what retention's plan names (every kind, and old failed ones), then the chunks no
+    remaining checkpoint references; return the names removed."""
     doomed = set(plan_retention(settings).removals())
-    return remove_checkpoints([info for info in list_checkpoints(settings) if info.name in doomed])
+    removed = remove_checkpoints(
+        [info for info in list_checkpoints(settings) if info.name in doomed]
+    )
+    collect_chunks(settings)
+    return removed
+
+
+def referenced_packs(backups_dir: Path) -> set[str] | None:
+    """Every pack named by a checkpoint still in the folder (verified, failed, unverified, or
+    left half-made by a kill), or None when one of them might reference packs but its index
+    cannot be read: then nothing may be collected."""
+    folders = _folders(backups_dir) + _folders(backups_dir / FAILED_DIR)
+    if backups_dir.is_dir() and not backups_dir.is_symlink():
+        folders += [
+            entry
+            for entry in backups_dir.iterdir()
+            if entry.name.startswith(TEMP_PREFIX) and entry.is_dir() and not entry.is_symlink()
+        ]
+    referenced: set[str] = set()
+    for folder in folders:
+        index = folder / chunk_store.INDEX_FILE
+        manifest = read_manifest(folder)
+        if not index.exists() and not index.is_symlink():
+            if manifest is None and not (folder / DATABASE_FILE).is_file():
+                # Nothing tells what it is: a person looks at it; keep every chunk meanwhile.
+                if not folder.name.startswith(TEMP_PREFIX):
+                    return None
+            elif (manifest or {}).get("layout") == "deduplicated":
+                return None
+            continue
+        try:
+            referenced.update(chunk_store.read_index(index).packs)
+        except chunk_store.ChunkError:
+            return None
+    return referenced
+
+
+def collect_chunks(settings: Settings) -> tuple[int, int]:
+    """Remove the packs no checkpoint in the backups folder references (the writer lock is held:
+    no checkpoint is being made); return (files, bytes) removed, (0, 0) when unsure."""
+    store = chunk_store.ChunkStore(settings.backups_dir)
+    if not store.packs.is_dir() or store.packs.is_symlink():
+        return 0, 0
+    referenced = referenced_packs(settings.backups_dir)
+    if referenced is None:
+        return 0, 0
+    return store.collect_garbage(referenced)

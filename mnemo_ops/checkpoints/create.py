@@ -21,7 +21,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.checkpoints import catalog, sqlite_copy
+from mnemo_ops.checkpoints import catalog, chunk_store, retention, sqlite_copy
 from mnemo_ops.checkpoints.files import copy_private_file, fsync_tree, remove_tree
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.database.mnemosyne_api import mnemosyne_version
@@ -33,6 +33,8 @@ from mnemo_ops.foundation.writable import describe_os_error
 from mnemo_ops.settings import Settings
 
 MANIFEST_FORMAT = 1
+FULL_COPY = "full-copy"
+DEDUPLICATED = "deduplicated"
 FREE_SPACE_RESERVE_BYTES = 1 << 20
 """Room left over after the estimated checkpoint size: never fill the disk the agent writes to."""
 STATE_TABLES = ("runs",)
@@ -163,6 +165,53 @@ def _copy_database(
         return sqlite_copy.copy_in_one_snapshot(settings.db_path, target, on_pages=on_pages)
 
 
+def _previous_index(settings: Settings) -> chunk_store.Index | None:
+    """The index of the newest deduplicated checkpoint (the pages a new one most likely shares)."""
+    for info in reversed(catalog.list_checkpoints(settings, include_failed=False)):
+        if (info.manifest or {}).get("layout") != DEDUPLICATED:
+            continue
+        try:
+            return chunk_store.read_index(info.path / chunk_store.INDEX_FILE)
+        except chunk_store.ChunkError:
+            continue
+    return None
+
+
+def _store_database(
+    settings: Settings,
+    store: chunk_store.ChunkStore,
+    name: str,
+    progress: ProgressReporter,
+    integrity: bool,
+) -> tuple[chunk_store.ChunkedSnapshot, str | None]:
+    with progress.bar("storing mnemosyne.db (one snapshot, new chunks only)") as bar:
+        seen = {"done": 0, "total": None}
+
+        def on_pages(done: int, total: int) -> None:
+            if seen["total"] != total:
+                seen["total"] = total
+                bar.update(total=total)
+            bar.advance(done - seen["done"])
+            seen["done"] = done
+
+        return chunk_store.snapshot_to_store(
+            settings.db_path,
+            store,
+            chunk_store.new_pack_name(name),
+            previous=_previous_index(settings),
+            on_pages=on_pages,
+            integrity=integrity,
+        )
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def _copy_state(settings: Settings, folder: Path) -> dict[str, Any]:
     source = settings.state_db_path
     if not source.is_file() or source.is_symlink():
@@ -233,10 +282,13 @@ def _manifest(
     integrity: str,
     copy_counts: dict,
     problems: list[str],
+    database_info: dict[str, Any],
 ) -> dict[str, Any]:
     """The manifest of docs/architecture.md ("Checkpoints"), plus what helps a person later."""
     return {
         "format": MANIFEST_FORMAT,
+        "layout": database_info["layout"],
+        "database": database_info,
         "name": name,
         "kind": kind,
         "job": job,
@@ -259,6 +311,49 @@ def _manifest(
             "checked_at": isoformat(utc_now()),
         },
     }
+
+
+def _deduplicated_database(
+    settings: Settings, kind: str, folder: Path, progress: ProgressReporter
+) -> tuple[sqlite_copy.SnapshotCopy, str, dict, list[str], dict[str, Any], float]:
+    """Store the snapshot's new chunks and write the checkpoint's index into `folder`.
+
+    The pages come from SQLite inside one read snapshot and are hashed as they are stored, so
+    there is no copy to check against its snapshot; ``integrity_check`` runs on that same snapshot
+    for daily and manual backups (and pre-write ones with ``backup.pre_write_integrity_check``): at
+    1 GB it costs about five times the copy, which a checkpoint before every write cannot afford.
+    Verify and restore always run it on the reassembled file.
+    """
+    store = chunk_store.ChunkStore(settings.backups_dir)
+    store.prepare()
+    store.remove_temporaries()  # left by a killed checkpoint; the writer lock is ours now
+    check = kind != retention.PRE_WRITE or settings.backup.pre_write_integrity_check
+    started = time.perf_counter()
+    chunked, integrity = _store_database(settings, store, folder.name, progress, check)
+    verify_s = time.perf_counter() - started - chunked.snapshot.copy_s - chunked.snapshot.counts_s
+    _write_private(folder / chunk_store.INDEX_FILE, chunked.index.to_bytes())
+    problems = []
+    if integrity is None:
+        integrity = "not run (pre-write checkpoint: checked by verify and restore)"
+    elif integrity != "ok":
+        problems.append(f"integrity_check on the snapshot: {integrity}")
+    index = chunked.index
+    info = {
+        "layout": DEDUPLICATED,
+        "index": chunk_store.INDEX_FILE,
+        "size": index.size,
+        "page_size": index.page_size,
+        "chunk_bytes": index.chunk_bytes,
+        "chunk_count": len(index.chunk_digests),
+        "packs": list(index.packs),
+        "tree_sha256": index.tree_sha256(),
+        "new_pages": chunked.new_pages,
+        "new_bytes": chunked.new_bytes,
+        "reused_chunks": chunked.reused_chunks,
+        "integrity_checked": check,
+    }
+    counts = dict(chunked.snapshot.row_counts)
+    return chunked.snapshot, integrity, counts, problems, info, max(verify_s, 0.0)
 
 
 def create_checkpoint(
@@ -291,18 +386,30 @@ def create_checkpoint(
     started = time.perf_counter()
     try:
         ensure_private_dir(temporary)
-        db_copy = temporary / catalog.DATABASE_FILE
+        layout = settings.backup.layout
         try:
-            snapshot = _copy_database(settings, db_copy, progress)
+            if layout == DEDUPLICATED:
+                snapshot, integrity, copy_counts, problems, database_info, verify_s = (
+                    _deduplicated_database(settings, kind, temporary, progress)
+                )
+            else:
+                db_copy = temporary / catalog.DATABASE_FILE
+                snapshot = _copy_database(settings, db_copy, progress)
+                verify_started = time.perf_counter()
+                integrity, copy_counts, problems = _verify_copy(db_copy, snapshot)
+                verify_s = time.perf_counter() - verify_started
+                database_info = {"layout": FULL_COPY, "file": catalog.DATABASE_FILE}
         except (apsw.CorruptError, apsw.NotADBError) as error:
             raise CheckpointError(
                 f"the source database is corrupt ({error}); no checkpoint was made and earlier ones are intact",
                 code="source-db-corrupt",
                 severity="critical",
             ) from None
-        verify_started = time.perf_counter()
-        integrity, copy_counts, problems = _verify_copy(db_copy, snapshot)
-        verify_s = time.perf_counter() - verify_started
+        except chunk_store.ChunkError as error:
+            raise CheckpointError(
+                f"backup failed: {error}; the partial checkpoint was removed and earlier "
+                "checkpoints are intact"
+            ) from None
         state_info = _copy_state(settings, temporary)
         blocks_info = _copy_memory_blocks(settings, temporary)
         hash_started = time.perf_counter()
@@ -328,6 +435,7 @@ def create_checkpoint(
             integrity,
             copy_counts,
             problems,
+            database_info,
         )
         catalog.write_manifest(temporary, manifest)
         fsync_tree(temporary)
@@ -360,8 +468,12 @@ def create_checkpoint(
         "counts_s": snapshot.counts_s,
         "verify_s": round(verify_s, 3),
         "hash_s": round(hash_s, 3),
+        "layout": layout,
         "total_s": round(time.perf_counter() - started, 3),
     }
+    if layout == DEDUPLICATED:
+        stats["size_bytes"] += database_info["new_bytes"]
+        stats.update({key: database_info[key] for key in ("new_pages", "new_bytes", "chunk_count")})
     if state_info.get("present") and state_info.get("integrity_check") != "ok":
         stats["state_db_problem"] = state_info.get("integrity_check")
     return CheckpointOutcome(

@@ -19,9 +19,14 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.checkpoints import catalog
+from mnemo_ops.checkpoints import catalog, chunk_store
 from mnemo_ops.checkpoints.files import copy_private_file
-from mnemo_ops.checkpoints.verify import VerificationReport, verify_checkpoint
+from mnemo_ops.checkpoints.verify import (
+    VerificationReport,
+    is_deduplicated,
+    reassemble_database,
+    verify_checkpoint,
+)
 from mnemo_ops.core.lock import WriterLock, describe_holder, lock_path_for, probe_holder
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.foundation.clock import utc_now
@@ -87,19 +92,30 @@ def processes_using(paths: list[Path]) -> list[dict[str, Any]]:
     return found
 
 
-def _prepare_copy(info: catalog.CheckpointInfo, target: Path, mode: int) -> Path:
-    """Copy the checkpoint DB beside `target`, check its sha256, switch it to WAL; return the temp path."""
+def _prepare_copy(
+    info: catalog.CheckpointInfo, target: Path, mode: int, progress: ProgressReporter | None = None
+) -> Path:
+    """Copy (or reassemble from the chunk store) the checkpoint DB beside `target`, check its
+    hash, switch it to WAL; return the temp path."""
     temporary = target.parent / f".{target.name}.restore-{os.getpid()}.tmp"
     for suffix in SIDE_SUFFIXES:
         Path(f"{temporary}{suffix}").unlink(missing_ok=True)
-    source = info.path / catalog.DATABASE_FILE
-    copy_private_file(source, temporary)
-    expected = (info.manifest or {}).get("files", {}).get(catalog.DATABASE_FILE, {}).get("sha256")
-    if sha256_file(temporary) != expected:
-        temporary.unlink()
-        raise MnemoOpsError(
-            f"the copy of {source} does not match its manifest sha256; nothing was changed"
+    if is_deduplicated(info.manifest):
+        try:
+            reassemble_database(info, temporary, progress or ProgressReporter(False))
+        except chunk_store.ChunkError as error:
+            raise MnemoOpsError(f"{error}; nothing was changed") from None
+    else:
+        source = info.path / catalog.DATABASE_FILE
+        copy_private_file(source, temporary)
+        expected = (
+            (info.manifest or {}).get("files", {}).get(catalog.DATABASE_FILE, {}).get("sha256")
         )
+        if sha256_file(temporary) != expected:
+            temporary.unlink()
+            raise MnemoOpsError(
+                f"the copy of {source} does not match its manifest sha256; nothing was changed"
+            )
     connection = apsw.Connection(str(temporary))
     try:
         connection.execute(
@@ -173,7 +189,7 @@ def restore_checkpoint(
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         mode = target.stat().st_mode & 0o777 if target.exists() else PRIVATE_FILE_MODE
-        temporary = _prepare_copy(info, target, mode)
+        temporary = _prepare_copy(info, target, mode, progress)
         try:
             if present:
                 ensure_private_dir(safety_dir.parent)

@@ -128,11 +128,17 @@ def integrity_check(path: Path, immutable: bool = True) -> str:
     except apsw.Error as error:
         return f"cannot open: {error}"
     try:
+        return integrity_of(connection)
+    finally:
+        connection.close()
+
+
+def integrity_of(connection: apsw.Connection) -> str:
+    """``PRAGMA integrity_check`` on an open connection: "ok" or the problems, on one line."""
+    try:
         rows = [row[0] for row in connection.execute("PRAGMA integrity_check(20)")]
     except apsw.Error as error:
         return f"integrity_check failed: {error}"
-    finally:
-        connection.close()
     return "ok" if rows == ["ok"] else "; ".join(str(row) for row in rows)
 
 

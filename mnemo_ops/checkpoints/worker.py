@@ -26,7 +26,7 @@ from mnemo_ops.settings import Config, Settings, parse_config
 
 
 def _settings(payload: dict[str, Any]) -> Settings:
-    """The few settings a checkpoint needs (paths, and the agent's disk reserve)."""
+    """The few settings a checkpoint needs (paths, the agent's disk reserve, the backup section)."""
     return Settings(
         db_path=Path(payload["db"]),
         state_dir=Path(payload["state_dir"]),
@@ -34,8 +34,11 @@ def _settings(payload: dict[str, Any]) -> Settings:
         hermes_home=Path(payload["memory_blocks_dir"]).parent,
         memory_blocks_dir=Path(payload["memory_blocks_dir"]),
         owner="default",
-        config=parse_config({"disk": payload["disk"]}, "the checkpoint request")
-        if payload.get("disk")
+        config=parse_config(
+            {key: payload[key] for key in ("disk", "backup") if payload.get(key)},
+            "the checkpoint request",
+        )
+        if payload.get("disk") or payload.get("backup")
         else Config(),
         sources={},
     )
@@ -54,6 +57,7 @@ def create_in_child(
         "job": job,
         "moment": isoformat(moment),
         "disk": settings.disk.model_dump(),
+        "backup": settings.backup.model_dump(),
     }
     try:
         # No timeout of its own: the job's manifest timeout interrupts the wait and ends the copy

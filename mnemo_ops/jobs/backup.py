@@ -91,6 +91,7 @@ def run(ctx: JobContext) -> JobResult:
         removed = catalog.remove_checkpoints(
             [info for info in catalog.list_checkpoints(settings) if info.name in doomed]
         )
+        catalog.collect_chunks(settings)  # the packs only those failed ones named
         ctx.count("checkpoints_created", 0)
         ctx.count("checkpoints_removed", len(removed))
         ctx.count("checkpoints_failed", 1)

@@ -40,6 +40,16 @@ class BackupOptions(Section):
         7, "pre-write checkpoints kept, besides each job's rollback points"
     )
     reuse_minutes: NonNegativeInt = option(10, "a pre-write checkpoint this recent is reused")
+    layout: Literal["deduplicated", "full-copy"] = option(
+        "deduplicated",
+        "how the database is kept: chunks stored once by hash and shared by every checkpoint "
+        "(deduplicated), or a whole copy in each checkpoint (full-copy); both restore",
+    )
+    pre_write_integrity_check: bool = option(
+        False,
+        "deduplicated layout: run integrity_check on a pre-write checkpoint's snapshot too (the "
+        "daily backup, verify and restore always do; a full copy always does)",
+    )
 
 
 class StagingRule(Section):

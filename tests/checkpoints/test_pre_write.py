@@ -67,12 +67,18 @@ def test_pre_write_checkpoints_are_reused_briefly_and_keep_seven(sample_settings
     assert all(info.verified and info.job == "evening-batch" for info in pre_write[1:])
 
 
-def test_a_job_does_not_write_when_its_pre_write_checkpoint_fails(sample, sample_settings):
+@pytest.mark.parametrize(
+    "backup",
+    [{"layout": "full-copy"}, {"layout": "deduplicated", "pre_write_integrity_check": True}],
+    ids=["full-copy", "deduplicated"],
+)
+def test_a_job_does_not_write_when_its_pre_write_checkpoint_fails(sample, sample_settings, backup):
     corrupt_an_index(sample.db_path)
-    context = _hook_context(sample_settings, "memory-maintain")
+    settings = sample_settings.updated(backup=backup)
+    context = _hook_context(settings, "memory-maintain")
     with pytest.raises(MnemoOpsError) as raised:
         context.before_write()
     assert "pre-write checkpoint failed, nothing was written" in raised.value.message
     assert context.result.checkpoint is None
-    failed = [info for info in catalog.list_checkpoints(sample_settings) if info.failed]
+    failed = [info for info in catalog.list_checkpoints(settings) if info.failed]
     assert len(failed) == 1 and failed[0].name.startswith("pre-memory-maintain-")

@@ -23,6 +23,11 @@ WAL_SWITCH_HEADER_BYTES = {18, 19, *range(24, 28), *range(92, 96)}
 and the version-valid-for number (SQLite's file format, "The Database Header")."""
 
 
+def full_copy(settings):
+    """These settings with the full-copy layout (the deduplicated one: tests/checkpoints/test_chunk_store.py)."""
+    return settings.updated(backup={"layout": "full-copy"})
+
+
 def logical_dump(path) -> list[str]:
     """The database as SQL statements (read-only)."""
     connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -34,7 +39,7 @@ def logical_dump(path) -> list[str]:
 
 def test_a_restored_checkpoint_is_the_copy_page_for_page(sample, sample_settings, tmp_path):
     at_checkpoint = logical_dump(sample.db_path)
-    outcome = create_checkpoint(sample_settings, "daily")
+    outcome = create_checkpoint(full_copy(sample_settings), "daily")
     assert outcome.verified and outcome.problems == []
     folder = sample_settings.backups_dir / outcome.name
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
@@ -64,7 +69,7 @@ def test_a_restored_checkpoint_is_the_copy_page_for_page(sample, sample_settings
 
 
 def test_a_corrupted_checkpoint_is_refused_and_nothing_is_changed(sample, sample_settings):
-    outcome = create_checkpoint(sample_settings, "daily")
+    outcome = create_checkpoint(full_copy(sample_settings), "daily")
     copy = sample_settings.backups_dir / outcome.name / catalog.DATABASE_FILE
     data = bytearray(copy.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle of a page

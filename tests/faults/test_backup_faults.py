@@ -15,7 +15,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from mnemo_ops.checkpoints import catalog
+from mnemo_ops.checkpoints import catalog, chunk_store
 from mnemo_ops.checkpoints.sqlite_copy import copy_in_one_snapshot, integrity_check
 
 # Slow, and about mnemo-ops' own file handling rather than Mnemosyne's behaviour: CI runs it on one
@@ -172,7 +172,11 @@ def test_backup_run_is_consistent_while_a_writer_inserts(sample, cli, tmp_path):
     for before, result, after, completed in results:
         assert completed.returncode == 0 and result["status"] == "ok", completed.stderr
         folder = sample.state_dir / "backups" / result["checkpoint"]
-        in_copy = assert_consistent_snapshot(folder / "mnemosyne.db")
+        # The database lives in the chunk store: reassembled (verified) into a file of its own.
+        restored = tmp_path / result["checkpoint"] / "mnemosyne.db"
+        reassembled = cli("backup", "restore", result["checkpoint"], "--to", str(restored))
+        assert reassembled.returncode == 0, reassembled.stderr
+        in_copy = assert_consistent_snapshot(restored)
         assert before <= in_copy <= after
         manifest = json.loads((folder / "manifest.json").read_text())
         assert manifest["verification"]["ok"] and manifest["verification"]["row_counts_match"]
@@ -203,9 +207,17 @@ def test_backup_killed_mid_copy_leaves_no_checkpoint_and_the_next_run_completes(
     assert integrity_check(sample.db_path, immutable=False) == "ok"
     completed = cli("--json", "run", "backup")
     assert completed.returncode == 0, completed.stderr
-    assert [entry.name for entry in backups.iterdir()] == [
-        json.loads(completed.stdout)["checkpoint"]
+    assert sorted(entry.name for entry in backups.iterdir()) == [
+        json.loads(completed.stdout)["checkpoint"],
+        "store",
     ]
+    # The store is consistent: no pack half-written, none that no checkpoint references.
+    stored = {
+        path.name.removesuffix(chunk_store.PACK_SUFFIX)
+        for path in chunk_store.ChunkStore(backups).stored()
+    }
+    index = backups / json.loads(completed.stdout)["checkpoint"] / chunk_store.INDEX_FILE
+    assert stored == set(chunk_store.read_index(index).packs)
 
 
 # --- a full disk -----------------------------------------------------------------------------------

@@ -79,8 +79,11 @@ def test_backup_makes_a_verified_private_checkpoint(sample, cli):
     assert manifest["kind"] == "manual" and manifest["verification"]["ok"] is True
     assert manifest["verification"]["integrity_check"] == "ok"
     assert manifest["source_db"] == str(sample.db_path)
+    # The default layout: the database lives in the chunk store, the folder holds its index.
+    assert manifest["layout"] == "deduplicated"
+    assert manifest["database"]["size"] == sample.db_path.stat().st_size
     assert set(manifest["files"]) == {
-        "mnemosyne.db",
+        "mnemosyne.db.pages",
         "state.db",
         "memory_blocks/MEMORY.md",
         "memory_blocks/USER.md",
@@ -105,11 +108,11 @@ def test_backup_makes_a_verified_private_checkpoint(sample, cli):
     for path in [sample.state_dir / "backups", *folder.rglob("*"), folder]:
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
-    # The copy is a self-contained rollback-journal file: checking it creates no -wal/-shm.
+    # Checking it creates no -wal/-shm beside anything.
     assert sorted(p.name for p in folder.iterdir()) == [
         "manifest.json",
         "memory_blocks",
-        "mnemosyne.db",
+        "mnemosyne.db.pages",
         "state.db",
     ]
     assert result["changes"] == {"checkpoints_created": 1, "checkpoints_removed": 0}
@@ -129,7 +132,8 @@ def test_list_json_and_verify(sample, cli):
         and entry["kind"] == "daily"
         and entry["verified"] is True
     )
-    assert entry["size_bytes"] >= sample.db_path.stat().st_size
+    # Deduplicated: the folder holds the index; the chunks are shared in backups/store/.
+    assert 0 < entry["size_bytes"] < sample.db_path.stat().st_size
     code, report = run_json(cli, "backup", "verify", entry["name"])
     assert code == 0 and report["ok"] is True and report["integrity_check"] == "ok"
     # Tampering with any file is found by its sha256, and a restore then refuses and changes nothing.
