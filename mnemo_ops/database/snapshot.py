@@ -30,11 +30,24 @@ import yaml
 from mnemo_ops import database
 
 
-def snapshot_database(source: Path, target_dir: Path) -> Path:
-    """Copy `source` (and its Mnemosyne config.yaml) into `target_dir`; return the copy's path."""
+def snapshot_database(source: Path, target_dir: Path, link: bool = False) -> Path:
+    """Copy `source` (and its Mnemosyne config.yaml) into `target_dir`; return the copy's path.
+
+    With `link`, `source` must be a private copy nothing else has open (the recall guard's): it is
+    hard-linked instead of copied, so work on the returned path changes `source` itself, which is
+    what a copy that is thrown away afterwards allows (see `fold_wal` for the link's WAL).
+    """
     target_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     target = target_dir / "mnemosyne.db"
-    copy_snapshot(Path(source), target)
+    linked = False
+    if link:
+        try:
+            os.link(source, target)
+            linked = True
+        except OSError:
+            pass  # another filesystem: copied below
+    if not linked:
+        copy_snapshot(Path(source), target)
     os.chmod(target, 0o600)
     config = Path(source).parent / "config.yaml"
     if config.is_file() and not config.is_symlink():
@@ -42,6 +55,18 @@ def snapshot_database(source: Path, target_dir: Path) -> Path:
         os.chmod(target_dir / "config.yaml", 0o600)
         point_config_at(target_dir / "config.yaml", target)
     return target
+
+
+def fold_wal(path: Path) -> None:
+    """Fold the WAL beside `path` into the file (a hard link's WAL is named after the link, and
+    goes away with the link's folder: without this the changes in it would be lost, and a file
+    left half checkpointed would be damaged)."""
+    if Path(f"{path}-wal").exists():
+        connection = apsw.Connection(str(path))
+        try:
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            connection.close()
 
 
 def point_config_at(config: Path, database_path: Path) -> None:

@@ -255,6 +255,26 @@ def stored(state_db) -> list[Probe]:
     ]
 
 
+def spread_sample(probes: Sequence[Probe], size: int) -> tuple[list[Probe], list[Probe]]:
+    """The first `size` probes taken round-robin over strata (the set is ordered by stratum, so
+    its first probes would all come from a few sessions), and the rest in the set's order.
+    `size` 0 (or the whole set) takes every probe."""
+    if not size or size >= len(probes):
+        return list(probes), []
+    groups: dict[tuple[str, str], list[Probe]] = {}
+    for probe in probes:
+        groups.setdefault(_stratum(probe.session_id, probe.source), []).append(probe)
+    sample: list[Probe] = []
+    depth = 0
+    while len(sample) < size:
+        for group in groups.values():
+            if depth < len(group) and len(sample) < size:
+                sample.append(group[depth])
+        depth += 1
+    chosen = {probe.memory_id for probe in sample}
+    return sample, [probe for probe in probes if probe.memory_id not in chosen]
+
+
 def refresh(connection: apsw.Connection, state_db, size: int) -> Refresh:
     """Bring the stored probe set up to date with the live memories behind `connection`.
 

@@ -25,6 +25,7 @@ A run killed at any point leaves the live files as they were; the next run remov
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import shutil
 import sqlite3
@@ -39,13 +40,14 @@ from mnemo_ops import database
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database.snapshot import snapshot_database
+from mnemo_ops.evaluation.engines.mnemosyne import COST_SAMPLE
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.private_files import ensure_private_dir
 from mnemo_ops.guard import history, probes
-from mnemo_ops.guard.measure import measure
-from mnemo_ops.guard.verdict import decide
+from mnemo_ops.guard.measure import combine, measure
+from mnemo_ops.guard.verdict import decide, settled_by_sample
 from mnemo_ops.settings import Settings
 
 GUARD_DIR = "guard"
@@ -163,7 +165,11 @@ def make_trial(settings: Settings, copy_blocks: bool) -> Trial:
     if not settings.retrieval_eval.suite and suite.is_file():
         settings = settings.updated(retrieval_eval={"suite": str(suite)})
     trial_settings = dataclasses.replace(
-        settings, db_path=db_path, state_dir=state_dir, memory_blocks_dir=blocks
+        settings,
+        db_path=db_path,
+        state_dir=state_dir,
+        memory_blocks_dir=blocks,
+        live_db_path=settings.db_path,
     )
     return Trial(folder=trial_folder, settings=trial_settings)
 
@@ -187,11 +193,56 @@ def _live_ids(db_path: Path, memory_ids: list[str]) -> set[str]:
         connection.close()
 
 
-def _measure_both(settings: Settings, before_db: Path, after_db: Path, probe_set, suite):
-    """Recall on the copy as it was and on the changed copy, at the same time (two worker processes)."""
+class PhaseClock:
+    """Seconds spent in each phase of a trial (a phase may be entered more than once)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Add the time spent inside the block to phase `name`."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(name, time.monotonic() - started)
+
+    def add(self, name: str, seconds: float) -> None:
+        """Add `seconds` to phase `name`."""
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def to_stats(self) -> dict[str, float]:
+        """The phases, rounded for reports."""
+        return {name: round(value, 2) for name, value in self.seconds.items()}
+
+
+def _measure_both(
+    settings: Settings,
+    before_db: Path,
+    after_db: Path,
+    probe_set,
+    suite,
+    clock: PhaseClock,
+    cost_sample: int | None = None,
+):
+    """Recall on the copy as it was and on the changed copy, at the same time (two worker
+    processes), each in place (both copies are the guard's own, thrown away afterwards); the
+    clock's ``measure_before``/``measure_after`` get each side's own time (they overlap, so the
+    ``measure`` phase holds the wall time of both)."""
+
+    def timed(name: str, db_path: Path):
+        started = time.monotonic()
+        try:
+            return measure(
+                settings, db_path, probe_set, suite, in_place=True, cost_sample=cost_sample
+            )
+        finally:
+            clock.add(name, time.monotonic() - started)
+
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        before = pool.submit(measure, settings, before_db, probe_set, suite)
-        after = pool.submit(measure, settings, after_db, probe_set, suite)
+        before = pool.submit(timed, "measure_before", before_db)
+        after = pool.submit(timed, "measure_after", after_db)
         return before.result(), after.result()
 
 
@@ -239,44 +290,49 @@ class RecallGuard:
 
     def _try(self, ctx: JobContext, job, state_db, fingerprint: str, started: float) -> bool:
         settings = ctx.settings
-        trial = make_trial(settings, copy_blocks="memory_blocks" in ctx.manifest.writes)
+        clock = PhaseClock()
+        with clock.phase("copy"):
+            trial = make_trial(settings, copy_blocks="memory_blocks" in ctx.manifest.writes)
         try:
-            connection = database.open_memory_db(trial.db_path, readonly=True)
-            try:
-                refreshed = probes.refresh(connection, state_db, settings.guard.probes)
-            finally:
-                connection.close()
-            # The database as it was, kept for the "before" measurement: measured only when the job
-            # changed something, and then at the same time as the copy it changed.
-            pristine = trial.folder / "before" / trial.db_path.name
-            ensure_private_dir(pristine.parent)
-            shutil.copy2(trial.db_path, pristine)
-            suite = _suite(settings)
-            trial_result = self._run_on_copy(ctx, job, trial)
+            with clock.phase("probes"):
+                connection = database.open_memory_db(trial.db_path, readonly=True)
+                try:
+                    refreshed = probes.refresh(connection, state_db, settings.guard.probes)
+                finally:
+                    connection.close()
+            with clock.phase("copy"):
+                # The database as it was, for the "before" measurement: a file copy of the trial
+                # copy, which nothing else has open (a reflink where the filesystem has them).
+                before_db = snapshot_database(trial.db_path, trial.folder / "before")
+            with clock.phase("job_on_copy"):
+                trial_result = self._run_on_copy(ctx, job, trial)
             if not any(trial_result.changes.values()):
                 # Nothing written: recall cannot have changed, and nothing is measured.
-                return self._unchanged(ctx, state_db, fingerprint, refreshed, trial_result, started)
-            with ctx.progress.bar("recall guard: measuring", total=2) as bar:
-                before, after = _measure_both(
-                    settings, pristine, trial.db_path, refreshed.probes, suite
+                return self._unchanged(
+                    ctx, state_db, fingerprint, refreshed, trial_result, started, clock
                 )
-                bar.advance(2)
-            live_after = _live_ids(trial.db_path, [probe.memory_id for probe in refreshed.probes])
+            verdict, before, sampling = self._measure_and_decide(
+                settings, refreshed.probes, before_db, trial.db_path, clock
+            )
         finally:
             trial.remove()
-        verdict = decide(refreshed.probes, before, after, live_after, settings.guard)
         figures = verdict.to_stats()
         figures.update(
             {
                 "profile": before.profile,
                 "cutoff": before.cutoff,
                 "probe_set": refreshed.to_stats(),
+                "sampling": sampling,
                 "trial": {
                     "status": str(trial_result.status),
                     "error": trial_result.error,
                     "changes": trial_result.changes,
+                    # What the job saw on the copy (e.g. where linking resumed), to compare
+                    # with the live run's own stats.
+                    "stats": trial_result.stats,
                 },
                 "seconds": round(time.monotonic() - started, 2),
+                "seconds_by_phase": clock.to_stats(),
             }
         )
         ctx.result.stats["guard"] = figures
@@ -295,6 +351,39 @@ class RecallGuard:
             return self._try(ctx, job, state_db, fingerprint, started)
         self._refuse(ctx, figures)
         return False
+
+    def _measure_and_decide(
+        self, settings: Settings, probe_set: list, before_db: Path, after_db: Path, clock
+    ):
+        """Measure the first sample of the probes before and after, and the rest only when the
+        sample does not settle the verdict (``verdict.settled_by_sample``); return the verdict,
+        the "before" measurement and the sampling figures."""
+        suite = _suite(settings)
+        sample, rest = probes.spread_sample(probe_set, settings.guard.first_sample)
+        with clock.phase("measure"):
+            before, after = _measure_both(settings, before_db, after_db, sample, suite, clock)
+        live_after = _live_ids(after_db, [probe.memory_id for probe in probe_set])
+        with clock.phase("verdict"):
+            verdict = decide(sample, before, after, live_after, settings.guard)
+            settled = settled_by_sample(
+                verdict, len(sample), len(probe_set), COST_SAMPLE, settings.guard, before.profile
+            )
+        if not settled.settled:
+            with clock.phase("measure"):
+                before_rest, after_rest = _measure_both(
+                    settings, before_db, after_db, rest, None, clock, cost_sample=0
+                )
+            before, after = combine(before, before_rest), combine(after, after_rest)
+            with clock.phase("verdict"):
+                verdict = decide(probe_set, before, after, live_after, settings.guard)
+        sampling = {
+            "first_sample": len(sample),
+            "measured": len(before.ranks),
+            "probes": len(probe_set),
+            "settled_by_sample": settled.settled and len(sample) < len(probe_set),
+            "reason": settled.reason,
+        }
+        return verdict, before, sampling
 
     def _defer_costly_part(self, ctx: JobContext, figures: dict[str, Any]) -> bool:
         """Turn the manifest's costly option off for this run, when it is on; True if it was."""
@@ -317,7 +406,9 @@ class RecallGuard:
         )
         return True
 
-    def _unchanged(self, ctx, state_db, fingerprint, refreshed, trial_result, started) -> bool:
+    def _unchanged(
+        self, ctx, state_db, fingerprint, refreshed, trial_result, started, clock
+    ) -> bool:
         figures = {
             "verdict": "ok",
             "unchanged": True,
@@ -329,6 +420,7 @@ class RecallGuard:
                 "changes": trial_result.changes,
             },
             "seconds": round(time.monotonic() - started, 2),
+            "seconds_by_phase": clock.to_stats(),
         }
         ctx.result.stats["guard"] = figures
         history.record(
