@@ -6,12 +6,22 @@ not guarded):
 
 1. Fingerprint what the change depends on; a change refused with the same fingerprint is not tried
    again (``--force`` tries it anyway).
-2. Copy the database (one read snapshot), state.db and, when the job writes them, the memory blocks
-   into ``<state_dir>/guard/trial-<stamp>/``.
-3. Refresh the probe set from the copy (kept in the live state.db) and measure recall on the copy.
-4. Run the job on the copy, exactly as it would run (no checkpoint, no monitoring), and measure again.
-5. Decide (``verdict``), record the decision (``history``), remove the copy. A refused change fails
-   the run (exit 1) with the figures, and the live database is never touched.
+2. Copy the database (one read snapshot, as files: ``database.snapshot``), state.db and, when the
+   job writes them, the memory blocks into ``<state_dir>/guard/trial-<stamp>/``; the job's state
+   is read there under the live database's name (``Settings.live_db_path``).
+3. Refresh the probe set from the copy (kept in the live state.db), and copy the quiet trial copy
+   once more as the "before" state (a reflink where the filesystem has them).
+4. Run the job on the trial copy, exactly as it would run (no checkpoint, no monitoring), while a
+   worker process measures the first sample of probes (``guard.first_sample``) on the "before"
+   copy; then measure the sample on the changed copy. Both are measured in place: they are the
+   guard's own copies, so nothing is snapshotted again.
+5. Decide (``verdict``) on the sample when it settles the verdict, else measure the other probes on
+   both copies and decide on all of them; record the decision (``history``), remove the copies. A
+   refused change fails the run (exit 1) with the figures, and the live database is never touched.
+
+``stats.guard.seconds_by_phase`` says where the trial's seconds went (``copy``, ``probes``,
+``job_on_copy``, ``measure_before``, ``measure_after``, ``verdict``; the measurements overlap the
+job and each other, so the phases add up to more than the trial's wall time, ``seconds``).
 
 A change refused only because it makes the agent's recall cost too much (recall held), by a job whose
 manifest names a ``costly_option`` (memory-maintain's ``link``), is tried once more with that option
@@ -217,6 +227,24 @@ class PhaseClock:
         return {name: round(value, 2) for name, value in self.seconds.items()}
 
 
+def _measure_timed(
+    clock: PhaseClock,
+    phase: str,
+    settings: Settings,
+    db_path: Path,
+    probe_set,
+    suite,
+    cost_sample: int | None = None,
+):
+    """Recall on one of the guard's copies, in place (both are the guard's own, thrown away
+    afterwards, so nothing is snapshotted again), its time added to `phase`."""
+    started = time.monotonic()
+    try:
+        return measure(settings, db_path, probe_set, suite, in_place=True, cost_sample=cost_sample)
+    finally:
+        clock.add(phase, time.monotonic() - started)
+
+
 def _measure_both(
     settings: Settings,
     before_db: Path,
@@ -227,23 +255,22 @@ def _measure_both(
     cost_sample: int | None = None,
 ):
     """Recall on the copy as it was and on the changed copy, at the same time (two worker
-    processes), each in place (both copies are the guard's own, thrown away afterwards); the
-    clock's ``measure_before``/``measure_after`` get each side's own time (they overlap, so the
-    ``measure`` phase holds the wall time of both)."""
-
-    def timed(name: str, db_path: Path):
-        started = time.monotonic()
-        try:
-            return measure(
-                settings, db_path, probe_set, suite, in_place=True, cost_sample=cost_sample
-            )
-        finally:
-            clock.add(name, time.monotonic() - started)
-
+    processes); ``measure_before``/``measure_after`` get each side's own time (they overlap)."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        before = pool.submit(timed, "measure_before", before_db)
-        after = pool.submit(timed, "measure_after", after_db)
-        return before.result(), after.result()
+        before = pool.submit(
+            _measure_timed,
+            clock,
+            "measure_before",
+            settings,
+            before_db,
+            probe_set,
+            suite,
+            cost_sample,
+        )
+        after = _measure_timed(
+            clock, "measure_after", settings, after_db, probe_set, suite, cost_sample
+        )
+        return before.result(), after
 
 
 class RecallGuard:
@@ -304,15 +331,33 @@ class RecallGuard:
                 # The database as it was, for the "before" measurement: a file copy of the trial
                 # copy, which nothing else has open (a reflink where the filesystem has them).
                 before_db = snapshot_database(trial.db_path, trial.folder / "before")
-            with clock.phase("job_on_copy"):
-                trial_result = self._run_on_copy(ctx, job, trial)
+            suite = _suite(settings)
+            sample, rest = probes.spread_sample(refreshed.probes, settings.guard.first_sample)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                # The first sample is measured on the "before" copy while the job runs on the
+                # trial copy (a worker process beside this one: the two overlap in time).
+                before_first = pool.submit(
+                    _measure_timed, clock, "measure_before", settings, before_db, sample, suite
+                )
+                with clock.phase("job_on_copy"):
+                    trial_result = self._run_on_copy(ctx, job, trial)
+                if any(trial_result.changes.values()):
+                    after_first = _measure_timed(
+                        clock, "measure_after", settings, trial.db_path, sample, suite
+                    )
+                before_first = before_first.result()
             if not any(trial_result.changes.values()):
-                # Nothing written: recall cannot have changed, and nothing is measured.
+                # Nothing written: recall cannot have changed, and the measurement is not used.
                 return self._unchanged(
                     ctx, state_db, fingerprint, refreshed, trial_result, started, clock
                 )
-            verdict, before, sampling = self._measure_and_decide(
-                settings, refreshed.probes, before_db, trial.db_path, clock
+            verdict, before, sampling = self._decide_by_sample(
+                settings,
+                (sample, rest),
+                (before_first, after_first),
+                before_db,
+                trial.db_path,
+                clock,
             )
         finally:
             trial.remove()
@@ -352,16 +397,15 @@ class RecallGuard:
         self._refuse(ctx, figures)
         return False
 
-    def _measure_and_decide(
-        self, settings: Settings, probe_set: list, before_db: Path, after_db: Path, clock
+    def _decide_by_sample(
+        self, settings: Settings, split, first, before_db: Path, after_db: Path, clock
     ):
-        """Measure the first sample of the probes before and after, and the rest only when the
-        sample does not settle the verdict (``verdict.settled_by_sample``); return the verdict,
-        the "before" measurement and the sampling figures."""
-        suite = _suite(settings)
-        sample, rest = probes.spread_sample(probe_set, settings.guard.first_sample)
-        with clock.phase("measure"):
-            before, after = _measure_both(settings, before_db, after_db, sample, suite, clock)
+        """Decide on the first sample (measured before and after: `first`), and measure the rest
+        of the probes only when the sample does not settle the verdict
+        (``verdict.settled_by_sample``); return the verdict, the "before" measurement and the
+        sampling figures."""
+        (sample, rest), (before, after) = split, first
+        probe_set = sample + rest
         live_after = _live_ids(after_db, [probe.memory_id for probe in probe_set])
         with clock.phase("verdict"):
             verdict = decide(sample, before, after, live_after, settings.guard)
@@ -369,10 +413,9 @@ class RecallGuard:
                 verdict, len(sample), len(probe_set), COST_SAMPLE, settings.guard, before.profile
             )
         if not settled.settled:
-            with clock.phase("measure"):
-                before_rest, after_rest = _measure_both(
-                    settings, before_db, after_db, rest, None, clock, cost_sample=0
-                )
+            before_rest, after_rest = _measure_both(
+                settings, before_db, after_db, rest, None, clock, cost_sample=0
+            )
             before, after = combine(before, before_rest), combine(after, after_rest)
             with clock.phase("verdict"):
                 verdict = decide(probe_set, before, after, live_after, settings.guard)
