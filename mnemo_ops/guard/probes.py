@@ -255,22 +255,74 @@ def stored(state_db) -> list[Probe]:
     ]
 
 
-def spread_sample(probes: Sequence[Probe], size: int) -> tuple[list[Probe], list[Probe]]:
-    """The first `size` probes taken round-robin over strata (the set is ordered by stratum, so
-    its first probes would all come from a few sessions), and the rest in the set's order.
-    `size` 0 (or the whole set) takes every probe."""
-    if not size or size >= len(probes):
-        return list(probes), []
+ANSWERS = StateTable(
+    "guard_probe_answers",
+    {"memory_id": str, "answered": int, "measured_at": str},
+    pk="memory_id",
+)
+"""``guard_probe_answers`` in state.db: whether each probe was answered when last measured, on the
+database as the guard left it (the changed copy when it accepted, the live one when it refused)."""
+
+
+def answered(state_db) -> dict[str, bool]:
+    """The probes' last answers (none when nothing was measured yet)."""
+    if state_db is None or ANSWERS.name not in state_db.table_names():
+        return {}
+    return {
+        row["memory_id"]: bool(row["answered"])
+        for row in state_db.query(f"SELECT memory_id, answered FROM {ANSWERS.name}")
+    }
+
+
+def record_answers(state_db, ranks: dict[str, int | None]) -> None:
+    """Keep whether each measured probe was answered (a rank) for the next run's first sample."""
+    if state_db is None or not ranks:
+        return
+    ANSWERS.ensure(state_db)
+    measured = isoformat(utc_now())
+    with state_db.conn:
+        state_db[ANSWERS.name].insert_all(
+            [
+                {"memory_id": memory_id, "answered": int(rank is not None), "measured_at": measured}
+                for memory_id, rank in ranks.items()
+            ],
+            replace=True,
+        )
+
+
+def _round_robin(probes: Sequence[Probe], size: int) -> list[Probe]:
     groups: dict[tuple[str, str], list[Probe]] = {}
     for probe in probes:
         groups.setdefault(_stratum(probe.session_id, probe.source), []).append(probe)
-    sample: list[Probe] = []
+    taken: list[Probe] = []
     depth = 0
-    while len(sample) < size:
+    while len(taken) < min(size, len(probes)):
         for group in groups.values():
-            if depth < len(group) and len(sample) < size:
-                sample.append(group[depth])
+            if depth < len(group) and len(taken) < size:
+                taken.append(group[depth])
         depth += 1
+    return taken
+
+
+def spread_sample(
+    probes: Sequence[Probe], size: int, answers: dict[str, bool] | None = None
+) -> tuple[list[Probe], list[Probe]]:
+    """The first sample of `size` probes and the rest (in the set's order); `size` 0 (or the
+    whole set) takes every probe.
+
+    Only a probe answered before a change can break or fall in rank, so the sample takes first the
+    probes answered when last measured (`answers`; a probe never measured counts as answered),
+    then the others; each group round-robin over strata (the set is ordered by stratum, so its
+    first probes would all come from a few sessions).
+    """
+    if not size or size >= len(probes):
+        return list(probes), []
+    answers = answers or {}
+    likely = [probe for probe in probes if answers.get(probe.memory_id, True)]
+    sample = _round_robin(likely, size)
+    if len(sample) < size:
+        unlikely = [probe for probe in probes if not answers.get(probe.memory_id, True)]
+        sample += _round_robin(unlikely, size - len(sample))
     chosen = {probe.memory_id for probe in sample}
     return sample, [probe for probe in probes if probe.memory_id not in chosen]
 

@@ -332,7 +332,9 @@ class RecallGuard:
                 # copy, which nothing else has open (a reflink where the filesystem has them).
                 before_db = snapshot_database(trial.db_path, trial.folder / "before")
             suite = _suite(settings)
-            sample, rest = probes.spread_sample(refreshed.probes, settings.guard.first_sample)
+            sample, rest = probes.spread_sample(
+                refreshed.probes, settings.guard.first_sample, probes.answered(state_db)
+            )
             with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
                 # The first sample is measured on the "before" copy while the job runs on the
                 # trial copy (a worker process beside this one: the two overlap in time).
@@ -351,7 +353,7 @@ class RecallGuard:
                 return self._unchanged(
                     ctx, state_db, fingerprint, refreshed, trial_result, started, clock
                 )
-            verdict, before, sampling = self._decide_by_sample(
+            verdict, before, after, sampling = self._decide_by_sample(
                 settings,
                 (sample, rest),
                 (before_first, after_first),
@@ -381,6 +383,9 @@ class RecallGuard:
             }
         )
         ctx.result.stats["guard"] = figures
+        # What the live database will answer: the changed copy's when accepted, else as it was.
+        if not (before.error or after.error):
+            probes.record_answers(state_db, (after if verdict.accepted else before).ranks)
         history.record(
             state_db,
             ctx.job,
@@ -402,8 +407,8 @@ class RecallGuard:
     ):
         """Decide on the first sample (measured before and after: `first`), and measure the rest
         of the probes only when the sample does not settle the verdict
-        (``verdict.settled_by_sample``); return the verdict, the "before" measurement and the
-        sampling figures."""
+        (``verdict.settled_by_sample``); return the verdict, both measurements and the sampling
+        figures."""
         (sample, rest), (before, after) = split, first
         probe_set = sample + rest
         live_after = _live_ids(after_db, [probe.memory_id for probe in probe_set])
@@ -426,7 +431,7 @@ class RecallGuard:
             "settled_by_sample": settled.settled and len(sample) < len(probe_set),
             "reason": settled.reason,
         }
-        return verdict, before, sampling
+        return verdict, before, after, sampling
 
     def _defer_costly_part(self, ctx: JobContext, figures: dict[str, Any]) -> bool:
         """Turn the manifest's costly option off for this run, when it is on; True if it was."""

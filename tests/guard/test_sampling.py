@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mnemo_ops.core import state
 from mnemo_ops.guard import probes
 from mnemo_ops.guard.measure import Measurement, combine
 from mnemo_ops.guard.verdict import decide, settled_by_sample
@@ -126,6 +127,13 @@ def test_the_trial_resumes_where_the_live_run_does(sample, tmp_path: Path):
     assert live["mode"] == trial["mode"] == "incremental"
     assert live["orphans_examined"] == trial["orphans_examined"] > 0
     assert result["stats"]["guard"]["trial"]["changes"] == result["changes"]
+    ledger = state.open_state(sample.state_dir / "state.db")
+    try:
+        answers = probes.answered(ledger)
+    finally:
+        ledger.close()
+    measured = result["stats"]["guard"]["sampling"]["measured"]
+    assert len(answers) == measured and any(answers.values())  # kept for the next sample
 
 
 def test_the_first_sample_is_spread_over_sessions():
@@ -139,3 +147,14 @@ def test_the_first_sample_is_spread_over_sessions():
     assert [probe.session_id for probe in sample] == ["s1", "s2", "s3", "s4"] * 2
     assert len(rest) == 32 and not {p.memory_id for p in sample} & {p.memory_id for p in rest}
     assert probes.spread_sample(grouped, 0) == (grouped, [])
+
+
+def test_the_first_sample_takes_the_probes_answered_last_time_first():
+    """Only a probe answered before a change can break: those fill the sample first."""
+    answers = {probe.memory_id: number % 4 == 0 for number, probe in enumerate(PROBES)}
+    sample, rest = probes.spread_sample(PROBES, 60, answers)
+    assert sum(answers[probe.memory_id] for probe in sample) == 50  # every answered probe
+    assert len(sample) == 60 and len(rest) == 140
+    # A probe never measured counts as answered.
+    sample, _ = probes.spread_sample(PROBES, 10, {})
+    assert len(sample) == 10
