@@ -4,15 +4,19 @@ Run by hand (not part of the test suite):
 
     python benchmarks/memory_maintain_incremental.py --rows 1000000
     python benchmarks/memory_maintain_incremental.py --rows 100000 --new 1000
+    python benchmarks/memory_maintain_incremental.py --rows 1000000 --assume-first-pass \
+        --baseline /tmp/old-checkout          # an older checkout's run first, on an identical copy
 
-Targets (issue 19): 1,000 new orphans in a 1M-row database linked in under 5 s; a run with nothing
+Targets: 1,000 new orphans in a 1M-row database linked in under 5 s; a run with nothing
 new under 1 s, whatever the size. A first full linking round of a million orphans takes far longer
 than this benchmark should, so the database is brought to the state a completed round leaves: the
 first run promotes every qualifying fact and links a few orphans (``max_rows``), and the linking
 state is then marked as a completed round at the current highest rowid (as the job itself records
 it). The canonical trigger is installed first, as the README asks, so the backstop's later passes
 are incremental too. Then `--new` realistic rows are added by SQL (as the agent's writes would arrive), and two runs
-are timed as a user runs them (``mnemo-ops --json run memory-maintain``, process start included).
+are timed as a user runs them (``mnemo-ops --json run memory-maintain``, process start included),
+each with where its seconds went: the recall guard's trial (by phase), the pre-write checkpoint,
+the live work.
 """
 
 from __future__ import annotations
