@@ -406,23 +406,30 @@ def _round_robin(probes: Sequence[Probe], size: int) -> list[Probe]:
 
 
 def spread_sample(
-    probes: Sequence[Probe], size: int, answers: dict[str, bool] | None = None
+    probes: Sequence[Probe],
+    size: int,
+    answers: dict[str, bool] | None = None,
+    leading: int = 0,
 ) -> tuple[list[Probe], list[Probe]]:
     """The first sample of `size` probes and the rest (in the set's order); `size` 0 (or the
     whole set) takes every probe.
 
-    Only a probe answered before a change can break or fall in rank, so the sample takes first the
-    probes answered when last measured (`answers`; a probe never measured counts as answered),
-    then the others; each group round-robin over strata (the set is ordered by stratum, so its
-    first probes would all come from a few sessions).
+    The sample starts with the set's first `leading` probes, in order (the recall guard counts the
+    agent's cost on the first turns of a measurement: these are the turns it counts without
+    sampling too). Only a probe answered before a change can break or fall in rank, so the rest of
+    the sample takes first the probes answered when last measured (`answers`; a probe never
+    measured counts as answered), then the others; each group round-robin over strata (the set is
+    ordered by stratum, so its first probes would all come from a few sessions).
     """
     if not size or size >= len(probes):
         return list(probes), []
     answers = answers or {}
-    likely = [probe for probe in probes if answers.get(probe.memory_id, True)]
-    sample = _round_robin(likely, size)
+    sample = list(probes[: min(leading, size)])
+    remaining = probes[len(sample) :]
+    likely = [probe for probe in remaining if answers.get(probe.memory_id, True)]
+    sample += _round_robin(likely, size - len(sample))
     if len(sample) < size:
-        unlikely = [probe for probe in probes if not answers.get(probe.memory_id, True)]
+        unlikely = [probe for probe in remaining if not answers.get(probe.memory_id, True)]
         sample += _round_robin(unlikely, size - len(sample))
     chosen = {probe.memory_id for probe in sample}
     return sample, [probe for probe in probes if probe.memory_id not in chosen]

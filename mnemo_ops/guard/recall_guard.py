@@ -333,7 +333,10 @@ class RecallGuard:
                 before_db = snapshot_database(trial.db_path, trial.folder / "before")
             suite = _suite(settings)
             sample, rest = probes.spread_sample(
-                refreshed.probes, settings.guard.first_sample, probes.answered(state_db)
+                refreshed.probes,
+                settings.guard.first_sample,
+                probes.answered(state_db),
+                leading=COST_SAMPLE,
             )
             with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
                 # The first sample is measured on the "before" copy while the job runs on the

@@ -158,3 +158,7 @@ def test_the_first_sample_takes_the_probes_answered_last_time_first():
     # A probe never measured counts as answered.
     sample, _ = probes.spread_sample(PROBES, 10, {})
     assert len(sample) == 10
+    # The probes whose cost is counted lead the sample, as they lead a measurement of all.
+    sample, _ = probes.spread_sample(PROBES, 60, answers, leading=40)
+    assert sample[:40] == PROBES[:40] and len(sample) == 60
+    assert all(answers[probe.memory_id] for probe in sample[40:])
