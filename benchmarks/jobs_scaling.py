@@ -1,4 +1,5 @@
-"""Every job's cost at 10k / 100k / 1M realistic rows: time and peak memory, and the growth per 10x.
+"""Every job's cost at 10k / 100k / 1M realistic rows: time and peak memory, the share of the
+recall guard's trial and of the pre-write checkpoint, and the growth per 10x.
 
 Run by hand (not part of the test suite):
 
@@ -12,8 +13,10 @@ JOB --force``) on a fresh copy, in a child process whose wall time and peak memo
 max RSS, from ``wait4``) are measured. memory-maintain runs uncapped by default
 so its time covers linking every orphan (``--max-rows`` caps it; the run after a completed round is
 measured by ``benchmarks/memory_maintain_incremental.py``). Printed:
-one row per job and size, and for each job the growth in time per 10x rows (a job whose time grows
-faster than about 13x per 10x rows, i.e. 1.3x per row, is flagged). The machine may be shared: the
+one row per job and size (with the seconds of the guard's trial and of the checkpoint, and their
+share of the run; the guard's seconds by phase below it), and for each job the growth in time per
+10x rows (a job whose time grows faster than about 13x per 10x rows, i.e. 1.3x per row, is
+flagged). The machine may be shared: the
 figures of one size are measured one job after the other, never in parallel.
 """
 
@@ -121,13 +124,21 @@ def main() -> None:
             finally:
                 shutil.rmtree(work, ignore_errors=True)
             figures[(job, rows)] = (elapsed, peak_mib)
-            longest = result.get("stats", {}).get("transactions", {})
+            stats = result.get("stats", {})
+            longest = stats.get("transactions", {})
+            guard_s = (stats.get("guard") or {}).get("seconds", 0.0)
+            checkpoint_s = stats.get("checkpoint_seconds", 0.0)
             print(
                 f"{rows:>9,} rows  {job:<24} {result.get('status', '?'):<8} {elapsed:8.1f} s  "
                 f"peak {peak_mib:7.0f} MiB  longest txn "
-                f"{longest.get('longest_write_transaction_ms', 0):7.1f} ms",
+                f"{longest.get('longest_write_transaction_ms', 0):7.1f} ms  "
+                f"guard {guard_s:6.1f} s ({guard_s / max(elapsed, 1e-9):4.0%})  "
+                f"checkpoint {checkpoint_s:6.1f} s ({checkpoint_s / max(elapsed, 1e-9):4.0%})",
                 flush=True,
             )
+            phases = (stats.get("guard") or {}).get("seconds_by_phase")
+            if phases:
+                print(f"{'':>16}guard by phase: {phases}", flush=True)
     print("\ngrowth in time per 10x rows (flagged past 13x, about 1.3x per row per 10x):")
     for job in jobs:
         steps = []

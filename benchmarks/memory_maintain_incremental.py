@@ -4,15 +4,19 @@ Run by hand (not part of the test suite):
 
     python benchmarks/memory_maintain_incremental.py --rows 1000000
     python benchmarks/memory_maintain_incremental.py --rows 100000 --new 1000
+    python benchmarks/memory_maintain_incremental.py --rows 1000000 --assume-first-pass \
+        --baseline /tmp/old-checkout          # an older checkout's run first, on an identical copy
 
-Targets (issue 19): 1,000 new orphans in a 1M-row database linked in under 5 s; a run with nothing
+Targets: 1,000 new orphans in a 1M-row database linked in under 5 s; a run with nothing
 new under 1 s, whatever the size. A first full linking round of a million orphans takes far longer
 than this benchmark should, so the database is brought to the state a completed round leaves: the
 first run promotes every qualifying fact and links a few orphans (``max_rows``), and the linking
 state is then marked as a completed round at the current highest rowid (as the job itself records
 it). The canonical trigger is installed first, as the README asks, so the backstop's later passes
 are incremental too. Then `--new` realistic rows are added by SQL (as the agent's writes would arrive), and two runs
-are timed as a user runs them (``mnemo-ops --json run memory-maintain``, process start included).
+are timed as a user runs them (``mnemo-ops --json run memory-maintain``, process start included),
+each with where its seconds went: the recall guard's trial (by phase), the pre-write checkpoint,
+the live work.
 """
 
 from __future__ import annotations
@@ -38,10 +42,16 @@ from mnemo_ops.samples.realistic_memories import (  # noqa: E402
 from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
 
 
-def run(layout: SampleLayout, *options: str, command: tuple[str, ...] = ()) -> tuple[float, dict]:
-    """One timed ``mnemo-ops --json [OPTIONS] COMMAND`` (default: run memory-maintain) as a user runs it."""
+def run(
+    layout: SampleLayout,
+    *options: str,
+    command: tuple[str, ...] = (),
+    code: Path = REPOSITORY,
+) -> tuple[float, dict]:
+    """One timed ``mnemo-ops --json [OPTIONS] COMMAND`` (default: run memory-maintain) as a user
+    runs it, with the mnemo-ops code at `code` (``--baseline``: an older checkout)."""
     env = layout.environ()
-    env["PYTHONPATH"] = str(REPOSITORY)
+    env["PYTHONPATH"] = str(code)
     started = time.perf_counter()
     completed = subprocess.run(
         [sys.executable, "-m", "mnemo_ops", "--json", *options]
@@ -49,6 +59,7 @@ def run(layout: SampleLayout, *options: str, command: tuple[str, ...] = ()) -> t
         env=env,
         capture_output=True,
         text=True,
+        cwd=code,  # ``-m`` puts the working directory first on the path: the code to measure
     )
     return time.perf_counter() - started, json.loads(completed.stdout)
 
@@ -75,6 +86,62 @@ def mark_round_completed(layout: SampleLayout) -> int:
     return high
 
 
+def prepare(template: SampleLayout, work: Path, rows: int, new: int, first_pass: bool):
+    """A copy of the template in `work`, brought to the state a completed round leaves, with
+    `new` realistic rows added after it; returns the layout and the highest rowid before them."""
+    shutil.copytree(template.directory, work, symlinks=True)
+    layout = SampleLayout(work)
+    config = layout.data_dir / "config.yaml"
+    if config.exists():
+        config.write_text(config.read_text().replace(str(template.data_dir), str(layout.data_dir)))
+    # As a user sets it up: the trigger first, then a first run (here without the pause for
+    # an agent, since none is running, and linking only a few orphans).
+    run(layout, command=("trigger", "install"))
+    preparation = work.parent / f"{work.name}-prepare.yaml"
+    preparation.write_text("transactions:\n  agent_share: 0\n")
+    if first_pass:
+        first_s, first = run(
+            layout,
+            "--config",
+            str(preparation),
+            command=("run", "memory-maintain", "--force", "-o", "max_rows=500"),
+        )
+        print(
+            f"first run (backstop over {rows:,} rows, 500 orphans): {first_s:.1f} s, "
+            f"{first.get('changes')} {first.get('error') or ''}"
+        )
+    high = mark_round_completed(layout)
+    add_realistic_memories(layout.db_path, new, seed=99, consolidated_days=None)
+    return layout, high
+
+
+def describe(label: str, seconds: float, result: dict) -> list[str]:
+    """The figures of one run with new rows: where its seconds went."""
+    stats = result.get("stats", {})
+    guard = stats.get("guard", {})
+    guard_s = guard.get("seconds", 0.0)
+    checkpoint_s = stats.get("checkpoint_seconds", 0.0)
+    linking = stats.get("linking", {})
+    sampling = guard.get("sampling") or {}
+    lines = [
+        f"{label}: {seconds:.2f} s, {result.get('status')} {result.get('error') or ''}".rstrip(),
+        f"  the job {result.get('duration_s', 0):.2f} s: the recall guard's trial {guard_s:.2f} s "
+        f"(verdict {guard.get('verdict')}), the pre-write checkpoint {checkpoint_s:.2f} s, "
+        f"the live backstop and linking {result.get('duration_s', 0) - guard_s - checkpoint_s:.2f} s",
+        f"  linking: mode {linking.get('mode')}, {linking.get('orphans_examined')} examined, "
+        f"{result.get('changes', {}).get('edges_created')} edges; the trial: "
+        f"{guard.get('trial', {}).get('changes')}",
+    ]
+    if guard.get("seconds_by_phase"):
+        lines.append(f"  guard seconds by phase: {guard['seconds_by_phase']}")
+    if sampling:
+        lines.append(
+            f"  probes measured {sampling.get('measured')} of {sampling.get('probes')} "
+            f"(first sample {sampling.get('first_sample')}: {sampling.get('reason')})"
+        )
+    return lines
+
+
 def main() -> None:
     """Build (or reuse) the database, prepare the state, time the incremental and no-op runs."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -88,57 +155,43 @@ def main() -> None:
         help="skip the first run (at 1M rows it takes longer than the job's 30 min timeout here) and "
         "record its state directly",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="an older checkout of mnemo-ops (e.g. `git archive main | tar -x -C DIR`): its run "
+        "with the new rows is measured first on an identical copy, then this checkout's",
+    )
     arguments = parser.parse_args()
     template = cached_realistic_home(arguments.dir, arguments.rows)
     work = Path(tempfile.mkdtemp(prefix="incremental-", dir=arguments.dir))
     try:
-        shutil.copytree(template.directory, work / "home", symlinks=True)
-        layout = SampleLayout(work / "home")
-        config = layout.data_dir / "config.yaml"
-        if config.exists():
-            config.write_text(
-                config.read_text().replace(str(template.data_dir), str(layout.data_dir))
+        report = []
+        if arguments.baseline:
+            layout, _ = prepare(
+                template,
+                work / "baseline",
+                arguments.rows,
+                arguments.new,
+                not arguments.assume_first_pass,
             )
-        # As a user sets it up: the trigger first, then a first run (here without the pause for
-        # an agent, since none is running, and linking only a few orphans).
-        run(layout, command=("trigger", "install"))
-        preparation = work / "prepare.yaml"
-        preparation.write_text("transactions:\n  agent_share: 0\n")
-        if not arguments.assume_first_pass:
-            first_s, first = run(
-                layout,
-                "--config",
-                str(preparation),
-                command=("run", "memory-maintain", "--force", "-o", "max_rows=500"),
-            )
-            print(
-                f"first run (backstop over {arguments.rows:,} rows, 500 orphans): {first_s:.1f} s, "
-                f"{first.get('changes')} {first.get('error') or ''}"
-            )
-        high = mark_round_completed(layout)
-        add_realistic_memories(layout.db_path, arguments.new, seed=99, consolidated_days=None)
-        new_s, new = run(layout)
-        linking = new["stats"]["linking"]
-        print(
-            f"{arguments.new:,} new rows after rowid {high:,}: {new_s:.2f} s "
-            f"(mode {linking['mode']}, {linking['orphans_examined']} examined, "
-            f"{new['changes']['edges_created']} edges; target under 5 s)"
+            seconds, result = run(layout, code=arguments.baseline.resolve())
+            report += describe(f"baseline ({arguments.baseline})", seconds, result)
+            print("\n".join(report), flush=True)
+            shutil.rmtree(work / "baseline", ignore_errors=True)
+        layout, high = prepare(
+            template, work / "home", arguments.rows, arguments.new, not arguments.assume_first_pass
         )
+        new_s, new = run(layout)
+        lines = describe(
+            f"{arguments.new:,} new rows after rowid {high:,} (this checkout)", new_s, new
+        )
+        print("\n".join(lines), flush=True)
         idle_s, idle = run(layout)
         print(
             f"nothing new: {idle_s:.2f} s, of which the job {idle['duration_s']:.2f} s (the rest is "
             f"starting Python and importing; guard {idle['stats'].get('guard', {}).get('verdict')}, "
             f"linking {idle['stats'].get('linking', {}).get('mode', 'not run: nothing new')}, "
             f"changes {idle['changes']}; target under 1 s)"
-        )
-        guard_s = new["stats"].get("guard", {}).get("seconds", 0.0)
-        checkpoint_s = new["stats"].get("checkpoint_seconds", 0.0)
-        print(
-            f"the run with {arguments.new:,} new rows: the job {new['duration_s']:.2f} s "
-            f"(backstop {new['stats']['canonical']['mode']}): the recall guard's trial {guard_s:.2f} s "
-            f"(copy, the job on it, recall measured before and after), the pre-write checkpoint "
-            f"{checkpoint_s:.2f} s, the live backstop and linking "
-            f"{new['duration_s'] - guard_s - checkpoint_s:.2f} s"
         )
     finally:
         if arguments.keep:

@@ -117,7 +117,7 @@ def summary_repair_step(ctx: JobContext, batch: BatchState) -> None:
         ctx.before_write()
         state_db = ctx.open_state()
         try:
-            changed = summary_repair.apply(connection, state_db, str(ctx.settings.db_path), repairs)
+            changed = summary_repair.apply(connection, state_db, ctx.settings.database_key, repairs)
         finally:
             state_db.close()
     finally:

@@ -35,6 +35,8 @@ class Measurement:
     """What the agent was given per turn for the probes, and what recalling it cost."""
     error: str | None = None
     """Set when Mnemosyne could not recall at all (every probe counts as missed)."""
+    turns: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """The engine's per-turn figures of the probes (what `receives` summarizes)."""
 
     @property
     def recall(self) -> float:
@@ -91,15 +93,38 @@ def cutoff_for(settings: Settings, engine: MnemosyneEngine) -> int:
     return 5 if engine.profile in AGENT_PROFILES else settings.retrieval_eval.k
 
 
+def combine(first: Measurement, rest: Measurement) -> Measurement:
+    """One measurement of the probes of both (the recall guard measures a first sample, then the
+    rest): ranks of both, the suite and the cost turns of `first`, what the agent receives over all
+    turns; an error of either is the error."""
+    return dataclasses.replace(
+        first,
+        ranks={**first.ranks, **rest.ranks},
+        receives=summarize(first.turns + rest.turns) if first.receives is not None else None,
+        error=first.error or rest.error,
+        turns=first.turns + rest.turns,
+    )
+
+
 def measure(
     settings: Settings,
     db_path: Path,
     probes: list[Probe],
     suite: Suite | None = None,
     progress=None,
+    in_place: bool = False,
+    cost_sample: int | None = None,
 ) -> Measurement:
-    """Recall every probe (and every case of `suite`) on the database copy at `db_path`."""
+    """Recall every probe (and every case of `suite`) on the database copy at `db_path`.
+
+    `in_place` recalls on that copy itself (a private copy thrown away afterwards: the recall
+    counters Mnemosyne bumps land in it), not on a snapshot of it; `cost_sample` overrides how many
+    of the first probes have their cost counted (0: none).
+    """
     engine = engine_for(settings, db_path)
+    engine.in_place = in_place
+    if cost_sample is not None:
+        engine.cost_sample = cost_sample
     cutoff = cutoff_for(settings, engine)
     queries = [Query(text=probe.query, k=cutoff, session=probe.session_id) for probe in probes]
     suite_k, case_queries = (
@@ -135,4 +160,5 @@ def measure(
         ranks=ranks,
         suite=evaluation,
         receives=summarize(engine.last_turns[: len(queries)]),
+        turns=list(engine.last_turns[: len(queries)]),
     )

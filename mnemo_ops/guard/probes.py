@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import apsw
@@ -109,11 +109,99 @@ def _stratum(session_id: str | None, source: str | None) -> tuple[str, str]:
 
 def strata_count(connection: apsw.Connection) -> int:
     """How many (session, source) strata the live working memories form."""
-    return connection.execute(
-        "SELECT count(*) FROM (SELECT DISTINCT session_id, source FROM working_memory "
-        f"WHERE {database.live_condition()} AND length(content) >= ?)",
-        (local_timestamp(), MIN_CONTENT_CHARS),
-    ).fetchone()[0]
+    return len(strata_since(connection, 0))
+
+
+def strata_since(connection: apsw.Connection, after_rowid: int) -> set[tuple[str, str]]:
+    """The (session, source) strata of the live working memories past `after_rowid` (0: all)."""
+    return {
+        _stratum(row[0], row[1])
+        for row in connection.execute(
+            "SELECT DISTINCT session_id, source FROM working_memory "
+            f"WHERE rowid > ? AND {database.live_condition()} AND length(content) >= ?",
+            (after_rowid, local_timestamp(), MIN_CONTENT_CHARS),
+        )
+    }
+
+
+def _high_rowid(connection: apsw.Connection) -> int:
+    return connection.execute("SELECT coalesce(max(rowid), 0) FROM working_memory").fetchone()[0]
+
+
+class StratumRows(Mapping):
+    """`candidates` for the given strata, read one stratum at a time when first asked for (through
+    the session index): a refresh that fills no place reads no stratum."""
+
+    def __init__(
+        self, connection: apsw.Connection, strata: Iterable[tuple[str, str]], per_stratum: int
+    ):
+        self.connection = connection
+        self.strata = sorted(set(strata))
+        self.per_stratum = per_stratum
+        self.loaded: dict[tuple[str, str], list[tuple[str, str, str | None, str | None]]] = {}
+
+    def __getitem__(self, key: tuple[str, str]):
+        if key not in self.loaded:
+            session, source = key
+            # "" stands for a missing session or source (`_stratum`).
+            session_sql = "coalesce(session_id, '') = ''" if not session else "session_id = ?"
+            arguments = ([] if not session else [session]) + [source]
+            self.loaded[key] = [
+                tuple(row)
+                for row in self.connection.execute(
+                    "SELECT id, content, session_id, source FROM working_memory "
+                    f"WHERE {session_sql} AND coalesce(source, '') = ? "
+                    f"AND {database.live_condition()} AND length(content) >= ? ORDER BY id LIMIT ?",
+                    (*arguments, local_timestamp(), MIN_CONTENT_CHARS, self.per_stratum),
+                )
+            ]
+        return self.loaded[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.strata
+
+    def __iter__(self):
+        return iter(self.strata)
+
+    def __len__(self) -> int:
+        return len(self.strata)
+
+
+STRATA = StateTable(
+    "guard_probe_strata",
+    {"id": int, "high_rowid": int, "strata": str},
+    pk="id",
+)
+"""``guard_probe_strata`` in state.db: the strata seen so far and the highest rowid looked at, so
+a refresh looks only at the rows added since (one row, id 1)."""
+
+
+def _known_strata(state_db) -> tuple[set[tuple[str, str]], int] | None:
+    if state_db is None or STRATA.name not in state_db.table_names():
+        return None
+    rows = list(state_db.query(f"SELECT high_rowid, strata FROM {STRATA.name} WHERE id = 1"))
+    if not rows:
+        return None
+    return {tuple(key) for key in json.loads(rows[0]["strata"])}, int(rows[0]["high_rowid"])
+
+
+def current_strata(connection: apsw.Connection, state_db) -> set[tuple[str, str]]:
+    """The strata of the live memories: those known in state.db and those of the rows added since
+    (all of them when nothing is known yet), recorded for the next refresh. A stratum whose rows all
+    closed stays known (its share of places is then filled by the others)."""
+    high = _high_rowid(connection)
+    known = _known_strata(state_db)
+    if known is None or known[1] > high:  # nothing known, or another database's figures
+        strata = strata_since(connection, 0)
+    else:
+        strata = known[0] | strata_since(connection, known[1])
+    if state_db is not None and (known is None or known != (strata, high)):
+        STRATA.ensure(state_db)
+        with state_db.conn:
+            state_db[STRATA.name].insert(
+                {"id": 1, "high_rowid": high, "strata": json.dumps(sorted(strata))}, replace=True
+            )
+    return strata
 
 
 def candidates(
@@ -176,19 +264,26 @@ def make_probe(
 
 
 def select(
-    by_stratum: dict[tuple[str, str], list[tuple[str, str, str | None, str | None]]],
-    vocabulary: Vocabulary,
+    by_stratum: Mapping[tuple[str, str], list[tuple[str, str, str | None, str | None]]],
+    vocabulary: Vocabulary | Callable[[], Vocabulary],
     size: int,
     keep: Sequence[Probe] = (),
 ) -> tuple[list[Probe], list[Probe]]:
     """The probe set of `size` for these live candidates, keeping `keep` where still fair.
 
+    `vocabulary` may be a function that returns it (made only when a probe must be made).
     Returns (probes, added). Deterministic: strata and rows are visited in sha256 order, places are
     shared round-robin between strata, and a kept probe stays unless its stratum holds more than its
     share while another stratum has none.
     """
-    for rows in by_stratum.values():
-        rows.sort(key=lambda row: _order_key("probe", row[0]))
+    ordered: dict[tuple[str, str], list] = {}
+
+    def rows_of(key: tuple[str, str]) -> list:
+        if key not in ordered:
+            rows = by_stratum.get(key, [])
+            ordered[key] = sorted(rows, key=lambda row: _order_key("probe", row[0]))
+        return ordered[key]
+
     strata = sorted(
         set(by_stratum) | {_stratum(p.session_id, p.source) for p in keep},
         key=lambda key: _order_key("stratum", *key),
@@ -211,14 +306,20 @@ def select(
         for key in strata:
             if sum(len(probes) for probes in chosen.values()) >= size:
                 break
-            rows = by_stratum.get(key, [])
+            rows = rows_of(key)
             taken = {probe.memory_id for probe in chosen[key]}
             while cursors[key] < len(rows):
                 memory_id, content, session_id, source = rows[cursors[key]]
                 cursors[key] += 1
                 if memory_id in taken:
                     continue
-                probe = make_probe(memory_id, content, session_id, source, vocabulary)
+                probe = make_probe(
+                    memory_id,
+                    content,
+                    session_id,
+                    source,
+                    vocabulary() if callable(vocabulary) else vocabulary,
+                )
                 if probe is not None:
                     chosen[key].append(probe)
                     added.append(probe)
@@ -255,6 +356,85 @@ def stored(state_db) -> list[Probe]:
     ]
 
 
+ANSWERS = StateTable(
+    "guard_probe_answers",
+    {"memory_id": str, "answered": int, "measured_at": str},
+    pk="memory_id",
+)
+"""``guard_probe_answers`` in state.db: whether each probe was answered when last measured, on the
+database as the guard left it (the changed copy when it accepted, the live one when it refused)."""
+
+
+def answered(state_db) -> dict[str, bool]:
+    """The probes' last answers (none when nothing was measured yet)."""
+    if state_db is None or ANSWERS.name not in state_db.table_names():
+        return {}
+    return {
+        row["memory_id"]: bool(row["answered"])
+        for row in state_db.query(f"SELECT memory_id, answered FROM {ANSWERS.name}")
+    }
+
+
+def record_answers(state_db, ranks: dict[str, int | None]) -> None:
+    """Keep whether each measured probe was answered (a rank) for the next run's first sample."""
+    if state_db is None or not ranks:
+        return
+    ANSWERS.ensure(state_db)
+    measured = isoformat(utc_now())
+    with state_db.conn:
+        state_db[ANSWERS.name].insert_all(
+            [
+                {"memory_id": memory_id, "answered": int(rank is not None), "measured_at": measured}
+                for memory_id, rank in ranks.items()
+            ],
+            replace=True,
+        )
+
+
+def _round_robin(probes: Sequence[Probe], size: int) -> list[Probe]:
+    groups: dict[tuple[str, str], list[Probe]] = {}
+    for probe in probes:
+        groups.setdefault(_stratum(probe.session_id, probe.source), []).append(probe)
+    taken: list[Probe] = []
+    depth = 0
+    while len(taken) < min(size, len(probes)):
+        for group in groups.values():
+            if depth < len(group) and len(taken) < size:
+                taken.append(group[depth])
+        depth += 1
+    return taken
+
+
+def spread_sample(
+    probes: Sequence[Probe],
+    size: int,
+    answers: dict[str, bool] | None = None,
+    leading: int = 0,
+) -> tuple[list[Probe], list[Probe]]:
+    """The first sample of `size` probes and the rest (in the set's order); `size` 0 (or the
+    whole set) takes every probe.
+
+    The sample starts with the set's first `leading` probes, in order (the recall guard counts the
+    agent's cost on the first turns of a measurement: these are the turns it counts without
+    sampling too). Only a probe answered before a change can break or fall in rank, so the rest of
+    the sample takes first the probes answered when last measured (`answers`; a probe never
+    measured counts as answered), then the others; each group round-robin over strata (the set is
+    ordered by stratum, so its first probes would all come from a few sessions).
+    """
+    if not size or size >= len(probes):
+        return list(probes), []
+    answers = answers or {}
+    sample = list(probes[: min(leading, size)])
+    remaining = probes[len(sample) :]
+    likely = [probe for probe in remaining if answers.get(probe.memory_id, True)]
+    sample += _round_robin(likely, size - len(sample))
+    if len(sample) < size:
+        unlikely = [probe for probe in remaining if not answers.get(probe.memory_id, True)]
+        sample += _round_robin(unlikely, size - len(sample))
+    chosen = {probe.memory_id for probe in sample}
+    return sample, [probe for probe in probes if probe.memory_id not in chosen]
+
+
 def refresh(connection: apsw.Connection, state_db, size: int) -> Refresh:
     """Bring the stored probe set up to date with the live memories behind `connection`.
 
@@ -263,11 +443,19 @@ def refresh(connection: apsw.Connection, state_db, size: int) -> Refresh:
     existing = stored(state_db)
     alive = live_ids(connection, [probe.memory_id for probe in existing])
     still = [probe for probe in existing if probe.memory_id in alive]
-    share = max(1, -(-size // max(1, strata_count(connection))))
-    # A few more rows than the share, since some rows have too few shared terms to make a probe.
-    pool = candidates(connection, share + 20)
-    vocabulary = Vocabulary(connection)
-    probes, added = select(pool, vocabulary, size, keep=still)
+    strata = current_strata(connection, state_db)
+    share = max(1, -(-size // max(1, len(strata))))
+    # A few more rows than the share, since some rows have too few shared terms to make a probe;
+    # read only for the strata that have places to fill, as is the vocabulary.
+    pool = StratumRows(connection, strata, share + 20)
+    vocabulary: list[Vocabulary] = []
+
+    def shared_vocabulary() -> Vocabulary:
+        if not vocabulary:
+            vocabulary.append(Vocabulary(connection))
+        return vocabulary[0]
+
+    probes, added = select(pool, shared_vocabulary, size, keep=still)
     kept_ids = {probe.memory_id for probe in probes}
     retired = [probe.memory_id for probe in existing if probe.memory_id not in kept_ids]
     if state_db is not None and (added or retired):

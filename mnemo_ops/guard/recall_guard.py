@@ -6,12 +6,22 @@ not guarded):
 
 1. Fingerprint what the change depends on; a change refused with the same fingerprint is not tried
    again (``--force`` tries it anyway).
-2. Copy the database (one read snapshot), state.db and, when the job writes them, the memory blocks
-   into ``<state_dir>/guard/trial-<stamp>/``.
-3. Refresh the probe set from the copy (kept in the live state.db) and measure recall on the copy.
-4. Run the job on the copy, exactly as it would run (no checkpoint, no monitoring), and measure again.
-5. Decide (``verdict``), record the decision (``history``), remove the copy. A refused change fails
-   the run (exit 1) with the figures, and the live database is never touched.
+2. Copy the database (one read snapshot, as files: ``database.snapshot``), state.db and, when the
+   job writes them, the memory blocks into ``<state_dir>/guard/trial-<stamp>/``; the job's state
+   is read there under the live database's name (``Settings.live_db_path``).
+3. Refresh the probe set from the copy (kept in the live state.db), and copy the quiet trial copy
+   once more as the "before" state (a reflink where the filesystem has them).
+4. Run the job on the trial copy, exactly as it would run (no checkpoint, no monitoring), while a
+   worker process measures the first sample of probes (``guard.first_sample``) on the "before"
+   copy; then measure the sample on the changed copy. Both are measured in place: they are the
+   guard's own copies, so nothing is snapshotted again.
+5. Decide (``verdict``) on the sample when it settles the verdict, else measure the other probes on
+   both copies and decide on all of them; record the decision (``history``), remove the copies. A
+   refused change fails the run (exit 1) with the figures, and the live database is never touched.
+
+``stats.guard.seconds_by_phase`` says where the trial's seconds went (``copy``, ``probes``,
+``job_on_copy``, ``measure_before``, ``measure_after``, ``verdict``; the measurements overlap the
+job and each other, so the phases add up to more than the trial's wall time, ``seconds``).
 
 A change refused only because it makes the agent's recall cost too much (recall held), by a job whose
 manifest names a ``costly_option`` (memory-maintain's ``link``), is tried once more with that option
@@ -25,6 +35,7 @@ A run killed at any point leaves the live files as they were; the next run remov
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import shutil
 import sqlite3
@@ -39,13 +50,14 @@ from mnemo_ops import database
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database.snapshot import snapshot_database
+from mnemo_ops.evaluation.engines.mnemosyne import COST_SAMPLE
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.private_files import ensure_private_dir
 from mnemo_ops.guard import history, probes
-from mnemo_ops.guard.measure import measure
-from mnemo_ops.guard.verdict import decide
+from mnemo_ops.guard.measure import combine, measure
+from mnemo_ops.guard.verdict import decide, settled_by_sample
 from mnemo_ops.settings import Settings
 
 GUARD_DIR = "guard"
@@ -163,7 +175,11 @@ def make_trial(settings: Settings, copy_blocks: bool) -> Trial:
     if not settings.retrieval_eval.suite and suite.is_file():
         settings = settings.updated(retrieval_eval={"suite": str(suite)})
     trial_settings = dataclasses.replace(
-        settings, db_path=db_path, state_dir=state_dir, memory_blocks_dir=blocks
+        settings,
+        db_path=db_path,
+        state_dir=state_dir,
+        memory_blocks_dir=blocks,
+        live_db_path=settings.db_path,
     )
     return Trial(folder=trial_folder, settings=trial_settings)
 
@@ -187,12 +203,74 @@ def _live_ids(db_path: Path, memory_ids: list[str]) -> set[str]:
         connection.close()
 
 
-def _measure_both(settings: Settings, before_db: Path, after_db: Path, probe_set, suite):
-    """Recall on the copy as it was and on the changed copy, at the same time (two worker processes)."""
+class PhaseClock:
+    """Seconds spent in each phase of a trial (a phase may be entered more than once)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        """Add the time spent inside the block to phase `name`."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.add(name, time.monotonic() - started)
+
+    def add(self, name: str, seconds: float) -> None:
+        """Add `seconds` to phase `name`."""
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+    def to_stats(self) -> dict[str, float]:
+        """The phases, rounded for reports."""
+        return {name: round(value, 2) for name, value in self.seconds.items()}
+
+
+def _measure_timed(
+    clock: PhaseClock,
+    phase: str,
+    settings: Settings,
+    db_path: Path,
+    probe_set,
+    suite,
+    cost_sample: int | None = None,
+):
+    """Recall on one of the guard's copies, in place (both are the guard's own, thrown away
+    afterwards, so nothing is snapshotted again), its time added to `phase`."""
+    started = time.monotonic()
+    try:
+        return measure(settings, db_path, probe_set, suite, in_place=True, cost_sample=cost_sample)
+    finally:
+        clock.add(phase, time.monotonic() - started)
+
+
+def _measure_both(
+    settings: Settings,
+    before_db: Path,
+    after_db: Path,
+    probe_set,
+    suite,
+    clock: PhaseClock,
+    cost_sample: int | None = None,
+):
+    """Recall on the copy as it was and on the changed copy, at the same time (two worker
+    processes); ``measure_before``/``measure_after`` get each side's own time (they overlap)."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        before = pool.submit(measure, settings, before_db, probe_set, suite)
-        after = pool.submit(measure, settings, after_db, probe_set, suite)
-        return before.result(), after.result()
+        before = pool.submit(
+            _measure_timed,
+            clock,
+            "measure_before",
+            settings,
+            before_db,
+            probe_set,
+            suite,
+            cost_sample,
+        )
+        after = _measure_timed(
+            clock, "measure_after", settings, after_db, probe_set, suite, cost_sample
+        )
+        return before.result(), after
 
 
 class RecallGuard:
@@ -239,47 +317,78 @@ class RecallGuard:
 
     def _try(self, ctx: JobContext, job, state_db, fingerprint: str, started: float) -> bool:
         settings = ctx.settings
-        trial = make_trial(settings, copy_blocks="memory_blocks" in ctx.manifest.writes)
+        clock = PhaseClock()
+        with clock.phase("copy"):
+            trial = make_trial(settings, copy_blocks="memory_blocks" in ctx.manifest.writes)
         try:
-            connection = database.open_memory_db(trial.db_path, readonly=True)
-            try:
-                refreshed = probes.refresh(connection, state_db, settings.guard.probes)
-            finally:
-                connection.close()
-            # The database as it was, kept for the "before" measurement: measured only when the job
-            # changed something, and then at the same time as the copy it changed.
-            pristine = trial.folder / "before" / trial.db_path.name
-            ensure_private_dir(pristine.parent)
-            shutil.copy2(trial.db_path, pristine)
+            with clock.phase("probes"):
+                connection = database.open_memory_db(trial.db_path, readonly=True)
+                try:
+                    refreshed = probes.refresh(connection, state_db, settings.guard.probes)
+                finally:
+                    connection.close()
+            with clock.phase("copy"):
+                # The database as it was, for the "before" measurement: a file copy of the trial
+                # copy, which nothing else has open (a reflink where the filesystem has them).
+                before_db = snapshot_database(trial.db_path, trial.folder / "before")
             suite = _suite(settings)
-            trial_result = self._run_on_copy(ctx, job, trial)
-            if not any(trial_result.changes.values()):
-                # Nothing written: recall cannot have changed, and nothing is measured.
-                return self._unchanged(ctx, state_db, fingerprint, refreshed, trial_result, started)
-            with ctx.progress.bar("recall guard: measuring", total=2) as bar:
-                before, after = _measure_both(
-                    settings, pristine, trial.db_path, refreshed.probes, suite
+            sample, rest = probes.spread_sample(
+                refreshed.probes,
+                settings.guard.first_sample,
+                probes.answered(state_db),
+                leading=COST_SAMPLE,
+            )
+            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                # The first sample is measured on the "before" copy while the job runs on the
+                # trial copy (a worker process beside this one: the two overlap in time).
+                before_first = pool.submit(
+                    _measure_timed, clock, "measure_before", settings, before_db, sample, suite
                 )
-                bar.advance(2)
-            live_after = _live_ids(trial.db_path, [probe.memory_id for probe in refreshed.probes])
+                with clock.phase("job_on_copy"):
+                    trial_result = self._run_on_copy(ctx, job, trial)
+                if any(trial_result.changes.values()):
+                    after_first = _measure_timed(
+                        clock, "measure_after", settings, trial.db_path, sample, suite
+                    )
+                before_first = before_first.result()
+            if not any(trial_result.changes.values()):
+                # Nothing written: recall cannot have changed, and the measurement is not used.
+                return self._unchanged(
+                    ctx, state_db, fingerprint, refreshed, trial_result, started, clock
+                )
+            verdict, before, after, sampling = self._decide_by_sample(
+                settings,
+                (sample, rest),
+                (before_first, after_first),
+                before_db,
+                trial.db_path,
+                clock,
+            )
         finally:
             trial.remove()
-        verdict = decide(refreshed.probes, before, after, live_after, settings.guard)
         figures = verdict.to_stats()
         figures.update(
             {
                 "profile": before.profile,
                 "cutoff": before.cutoff,
                 "probe_set": refreshed.to_stats(),
+                "sampling": sampling,
                 "trial": {
                     "status": str(trial_result.status),
                     "error": trial_result.error,
                     "changes": trial_result.changes,
+                    # What the job saw on the copy (e.g. where linking resumed), to compare
+                    # with the live run's own stats.
+                    "stats": trial_result.stats,
                 },
                 "seconds": round(time.monotonic() - started, 2),
+                "seconds_by_phase": clock.to_stats(),
             }
         )
         ctx.result.stats["guard"] = figures
+        # What the live database will answer: the changed copy's when accepted, else as it was.
+        if not (before.error or after.error):
+            probes.record_answers(state_db, (after if verdict.accepted else before).ranks)
         history.record(
             state_db,
             ctx.job,
@@ -295,6 +404,37 @@ class RecallGuard:
             return self._try(ctx, job, state_db, fingerprint, started)
         self._refuse(ctx, figures)
         return False
+
+    def _decide_by_sample(
+        self, settings: Settings, split, first, before_db: Path, after_db: Path, clock
+    ):
+        """Decide on the first sample (measured before and after: `first`), and measure the rest
+        of the probes only when the sample does not settle the verdict
+        (``verdict.settled_by_sample``); return the verdict, both measurements and the sampling
+        figures."""
+        (sample, rest), (before, after) = split, first
+        probe_set = sample + rest
+        live_after = _live_ids(after_db, [probe.memory_id for probe in probe_set])
+        with clock.phase("verdict"):
+            verdict = decide(sample, before, after, live_after, settings.guard)
+            settled = settled_by_sample(
+                verdict, len(sample), len(probe_set), COST_SAMPLE, settings.guard, before.profile
+            )
+        if not settled.settled:
+            before_rest, after_rest = _measure_both(
+                settings, before_db, after_db, rest, None, clock, cost_sample=0
+            )
+            before, after = combine(before, before_rest), combine(after, after_rest)
+            with clock.phase("verdict"):
+                verdict = decide(probe_set, before, after, live_after, settings.guard)
+        sampling = {
+            "first_sample": len(sample),
+            "measured": len(before.ranks),
+            "probes": len(probe_set),
+            "settled_by_sample": settled.settled and len(sample) < len(probe_set),
+            "reason": settled.reason,
+        }
+        return verdict, before, after, sampling
 
     def _defer_costly_part(self, ctx: JobContext, figures: dict[str, Any]) -> bool:
         """Turn the manifest's costly option off for this run, when it is on; True if it was."""
@@ -317,7 +457,9 @@ class RecallGuard:
         )
         return True
 
-    def _unchanged(self, ctx, state_db, fingerprint, refreshed, trial_result, started) -> bool:
+    def _unchanged(
+        self, ctx, state_db, fingerprint, refreshed, trial_result, started, clock
+    ) -> bool:
         figures = {
             "verdict": "ok",
             "unchanged": True,
@@ -329,6 +471,7 @@ class RecallGuard:
                 "changes": trial_result.changes,
             },
             "seconds": round(time.monotonic() - started, 2),
+            "seconds_by_phase": clock.to_stats(),
         }
         ctx.result.stats["guard"] = figures
         history.record(

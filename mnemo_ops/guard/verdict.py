@@ -5,6 +5,12 @@ falls by more than its tolerance, or more probes than ``max_newly_failing`` were
 are not now; the same holds for the user's eval suite. A probe whose own answer the job closed (a
 forgetting stage archives it on purpose) is reported as forgotten, not as a regression: the rules
 that archive decide those. A suite case is never excused that way: the user said it matters.
+
+Probes are measured in two steps (``guard.first_sample``): a first sample spread over the set's
+strata, then the rest only when the first sample does not settle the verdict
+(`settled_by_sample`). The sample settles it when it proves a refusal that measuring more probes
+cannot undo, or when it shows no sign of harm at all; anything in between measures every probe
+and is judged as before.
 """
 
 from __future__ import annotations
@@ -210,3 +216,64 @@ def _cost_problems(
                 f"at most {tolerances.max_cost_increase:.0%} allowed)"
             )
     return problems
+
+
+@dataclasses.dataclass(frozen=True)
+class Settled:
+    """Whether a first sample's verdict stands for the whole probe set, and why."""
+
+    settled: bool
+    reason: str
+
+
+def settled_by_sample(
+    verdict: Verdict,
+    sampled: int,
+    total: int,
+    cost_turns: int,
+    tolerances: GuardOptions,
+    profile: str = "",
+) -> Settled:
+    """Does the verdict on the first `sampled` of `total` probes stand for all of them?
+
+    - Every probe measured: yes.
+    - A refusal the rest cannot undo: Mnemosyne cannot recall after the change; more sampled
+      probes broke than ``max_newly_failing`` allows (they stay broken in the whole set); the eval
+      suite (always measured whole) fell; the cost rule, when the sample held every turn the whole
+      measurement counts (`cost_turns`: the cost is counted on the first probes only).
+    - An acceptance with no sign of harm: no sampled probe broke, no judged metric (with an agent
+      profile, only recall: see `_drops`) fell at all,
+      and every cost unit rose by at most half its limit (or by less than its floor).
+    - Anything else (a probe broke, a metric moved down, a cost near its limit): no.
+    """
+    if sampled >= total:
+        return Settled(True, "every probe measured")
+    if not verdict.accepted:
+        if any(problem.startswith("Mnemosyne cannot recall") for problem in verdict.problems):
+            return Settled(True, "Mnemosyne cannot recall after the change")
+        if len(verdict.newly_failing) > tolerances.max_newly_failing:
+            return Settled(True, f"{len(verdict.newly_failing)} sampled probes broke")
+        if any(problem.startswith("eval suite") for problem in verdict.problems) or (
+            verdict.suite_newly_failing
+            and len(verdict.suite_newly_failing) > tolerances.max_newly_failing
+        ):
+            return Settled(True, "the eval suite fell")
+        if verdict.cost_problems and sampled >= cost_turns:
+            return Settled(True, "the cost rule, on every turn it counts")
+        return Settled(False, "the sample was refused: measuring every probe")
+    if verdict.newly_failing:
+        return Settled(False, "a sampled probe broke: measuring every probe")
+    fallen = [
+        name
+        for name, value in verdict.before.items()
+        if verdict.after.get(name, 0.0) < value
+        and (profile not in AGENT_PROFILES or name.startswith("recall"))
+    ]
+    if fallen:
+        return Settled(False, f"{', '.join(fallen)} fell on the sample: measuring every probe")
+    if verdict.cost is not None:
+        for name, rise in verdict.cost["increase"].items():
+            added = verdict.cost["after"][name] - verdict.cost["before"][name]
+            if rise > tolerances.max_cost_increase / 2 and added > verdict.cost["floors"][name]:
+                return Settled(False, f"{name} rose near its limit: measuring every probe")
+    return Settled(True, "no sign of harm on the sample")

@@ -66,7 +66,7 @@ def _read_state(ctx: JobContext) -> LinkState:
         if CURSOR_TABLE not in state.table_names():
             return LinkState()
         rows = list(
-            state.query(f"SELECT * FROM {CURSOR_TABLE} WHERE db = ?", [str(ctx.settings.db_path)])
+            state.query(f"SELECT * FROM {CURSOR_TABLE} WHERE db = ?", [ctx.settings.database_key])
         )
         if not rows:
             return LinkState()
@@ -97,7 +97,7 @@ def _state_writer(ctx: JobContext):
 
     def save(link_state: LinkState) -> None:
         record = dataclasses.asdict(link_state)
-        record.update({"db": str(ctx.settings.db_path), "updated_at": isoformat(utc_now())})
+        record.update({"db": ctx.settings.database_key, "updated_at": isoformat(utc_now())})
         table.upsert(record, pk="db")
 
     return state, save

@@ -138,6 +138,14 @@ class Settings:
     owner: str
     config: Config
     sources: dict[str, str]
+    live_db_path: Path | None = None
+    """Set on the recall guard's trial settings: the live database the copy at `db_path` stands for."""
+
+    @property
+    def database_key(self) -> str:
+        """The name of this database in state.db (a job's cursor, a ledger): the live database's
+        path, also for a trial copy, so the job on the copy resumes where the live run would."""
+        return str(self.live_db_path or self.db_path)
 
     def job(self, name: str) -> JobSchedule:
         """The ``jobs.<name>`` section (schedule, enabled, timeout, ping_url) of job `name`."""

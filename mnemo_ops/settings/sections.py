@@ -92,6 +92,11 @@ class GuardOptions(Section):
 
     enabled: bool = option(True, "false: guarded jobs change memories without the trial")
     probes: PositiveInt = option(200, "known-item probes kept in state.db")
+    first_sample: NonNegativeInt = option(
+        50,
+        "probes measured first; the rest only when the first sample's verdict is not clear "
+        "(0: every probe at once)",
+    )
     recall_tolerance: Fraction = option(0.01, "allowed drop of recall@k")
     mrr_tolerance: Fraction = option(0.01, "allowed drop of MRR@k (and nDCG@k)")
     max_newly_failing: NonNegativeInt = option(2, "probes (or eval cases) allowed to break")

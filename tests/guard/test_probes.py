@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 from mnemo_ops import database
@@ -88,3 +89,48 @@ def test_verdict_excuses_forgotten_probes_and_counts_newly_failing_ones():
     lower = Measurement("plain", 10, {probe.memory_id: 2 for probe in made})
     ranked = decide(made, before, lower, {probe.memory_id for probe in made}, tolerances)
     assert not ranked.accepted and any(p.startswith("probe mrr@10") for p in ranked.problems)
+
+
+def test_a_refresh_reads_only_new_rows_for_strata_and_gives_what_a_full_scan_gives(
+    conversations, tmp_path
+):
+    """The strata are kept in state.db with the highest rowid seen; a refresh after new sessions
+    arrive finds them from the new rows alone, and picks the probes a full scan would pick."""
+    import shutil
+
+    from mnemo_ops.samples.realistic_memories import add_realistic_memories
+
+    ledger_path = conversations.state_dir / "state.db"
+    ledger = state.open_state(ledger_path)
+    try:
+        _refresh(conversations, 40, ledger)
+        known = {
+            tuple(key)
+            for key in json.loads(
+                next(ledger.query("SELECT strata FROM guard_probe_strata"))["strata"]
+            )
+        }
+    finally:
+        ledger.close()
+    add_realistic_memories(conversations.db_path, 300, seed=31)
+    full_path = tmp_path / "full-state.db"
+    shutil.copyfile(ledger_path, full_path)
+    full = state.open_state(full_path)
+    full.execute("DELETE FROM guard_probe_strata")  # nothing known: a full scan
+    full.conn.commit()
+    ledger = state.open_state(ledger_path)
+    try:
+        incremental = _refresh(conversations, 40, ledger)
+        scanned = _refresh(conversations, 40, full)
+        now = {
+            tuple(key)
+            for key in json.loads(
+                next(ledger.query("SELECT strata FROM guard_probe_strata"))["strata"]
+            )
+        }
+    finally:
+        ledger.close()
+        full.close()
+    assert now > known  # the new rows' sessions were found
+    assert incremental.probes == scanned.probes
+    assert incremental.added  # the new strata took places

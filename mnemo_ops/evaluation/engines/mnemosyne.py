@@ -33,7 +33,7 @@ from typing import Any
 
 from mnemo_ops.database import versions
 from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
-from mnemo_ops.database.snapshot import snapshot_database
+from mnemo_ops.database.snapshot import fold_wal, snapshot_database
 from mnemo_ops.evaluation.engines.base import Query
 from mnemo_ops.evaluation.metrics import Retrieved
 from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
@@ -122,8 +122,11 @@ class MnemosyneEngine:
         python: str | Path | None = None,
         hermes_home: Path | None = None,
         cost_sample: int = COST_SAMPLE,
+        in_place: bool = False,
     ):
         self.db_path = Path(db_path)
+        self.in_place = in_place
+        """Recall on `db_path` itself (a private copy the caller throws away), not on a snapshot."""
         self.profile = profile  # resolved: `from_settings` turns "auto" into one of PROFILES
         if self.profile not in PROFILES:
             raise UsageError(
@@ -241,13 +244,15 @@ class MnemosyneEngine:
         ]
 
     def run_on_snapshot(self, work: dict[str, Any], progress=None) -> dict[str, Any]:
-        """Run the worker's `work` (its ``mode`` and ``queries``) on a snapshot copy in a temp dir,
-        with this engine's options, and return its reply (the engine's version and profile
-        updated from it)."""
-        with tempfile.TemporaryDirectory(prefix="mnemo-ops-eval-") as temporary:
+        """Run the worker's `work` (its ``mode`` and ``queries``) on a snapshot copy in a temp dir
+        (`in_place`: on a hard link to the copy at `db_path`), with this engine's options, and
+        return its reply (the engine's version and profile updated from it)."""
+        # In place: the layout is made beside the copy (a hard link needs the same filesystem).
+        beside = self.db_path.parent if self.in_place else None
+        with tempfile.TemporaryDirectory(prefix="mnemo-ops-eval-", dir=beside) as temporary:
             root = Path(temporary)
             data_dir = root / "hermes" / "mnemosyne" / "data"
-            snapshot = snapshot_database(self.db_path, data_dir)
+            snapshot = snapshot_database(self.db_path, data_dir, link=self.in_place)
             # HOME stays: an embedding model cached there is used as the agent would use it.
             environment = mnemosyne_environment(
                 data_dir, root / "hermes", variables=self.effective_environment()
@@ -266,7 +271,13 @@ class MnemosyneEngine:
                 # unless the config turned cross-session recall off explicitly.
                 "sessionless_cross_session": self.cross_session is not False,
             }
-            reply = run_worker(request, environment, progress, self.timeout_s, python=self.python)
+            try:
+                reply = run_worker(
+                    request, environment, progress, self.timeout_s, python=self.python
+                )
+            finally:
+                if self.in_place:
+                    fold_wal(snapshot)
         if reply.get(
             "mnemosyne_version"
         ):  # the version that really recalled, reported by the worker
