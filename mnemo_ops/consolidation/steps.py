@@ -13,7 +13,7 @@ from mnemo_ops.foundation.errors import MnemoOpsError
 
 
 def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
-    """Mnemosyne's own ``sleep_all_sessions`` (with ``reclaim_orphans`` first), counts into `changes`."""
+    """Mnemosyne's own sleep, session by session (``reclaim_orphans`` first), counts into `changes`."""
     stale_seconds = ctx.options.reclaim_stale_seconds
     connection = ctx.open_db(readonly=True)
     try:
@@ -36,6 +36,7 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
         timeout_s=ctx.manifest.timeout,
         max_rows_per_summary=ctx.options.max_rows_per_summary,
         pending_rows=pending["eligible"] + pending["orphan_claims"],
+        max_sessions=ctx.options.max_sessions_per_night,
         inspect_snapshot=(lambda path: _planned_repairs(ctx, path)) if ctx.dry_run else None,
     )
     if ctx.dry_run and summary.get("inspection") is not None:
@@ -57,6 +58,7 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
                 "methods",
                 "sessions_scanned",
                 "sessions_consolidated",
+                "sessions_deferred",
                 "llm_used",
                 "model_refresh",
                 "cycles",
@@ -64,6 +66,14 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
             )
         }
     )
+    if summary.get("sessions_deferred"):
+        ctx.warn(
+            "consolidation-sessions-deferred",
+            f"{summary['sessions_deferred']} session(s) with rows to consolidate wait for the next "
+            f"night (evening_batch.max_sessions_per_night: {ctx.options.max_sessions_per_night}; "
+            "the oldest sleep first)",
+            Severity.INFO,
+        )
     if summary.get("errors"):
         details = "; ".join(
             f"{item.get('session_id')}: {item.get('error')}" for item in summary["errors"]

@@ -160,6 +160,9 @@ class EveningBatchOptions(Section):
     summary_repair: bool = option(True, "give summaries the summary tier and their sources' time")
     summary_tier: Literal[1, 2, 3] = option(3, "tier of a repaired summary (3: the lowest weight)")
     max_rows_per_summary: PositiveInt = option(10, "rows one consolidation summary may cover")
+    max_sessions_per_night: PositiveInt | None = option(
+        100, "sessions consolidated per run at most, the oldest first (none: no limit)"
+    )
     if_needed: bool = run_option(
         False, "sleep only when an adaptive trigger holds (sleep section; --force sleeps anyway)"
     )

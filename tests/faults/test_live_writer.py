@@ -65,7 +65,13 @@ def test_job_runs_beside_a_live_writer(sample, job, load, request):
     assert result.returncode == 0, (data.get("error"), result.stderr)
     assert data["status"] == "ok"
     report = json.loads(report_file.read_text())
-    assert report["errors"] == [], json.dumps(report["details"], indent=1)
+    # On a failure, the job's own transactions beside the agent's errors say which one it was.
+    evidence = {
+        "agent": report["details"],
+        "job_transactions": data["stats"].get("transactions"),
+        "job_finished_at": data.get("finished_at"),
+    }
+    assert report["errors"] == [], json.dumps(evidence, indent=1)
     assert report["written"], "the writer wrote nothing: the test proved nothing"
     connection = database.open_memory_db(sample.db_path, readonly=True)
     present = {
