@@ -134,6 +134,14 @@ class MemoryMaintainOptions(Section):
     backstop_max_rows: PositiveInt = option(
         20000, "canonical facts the backstop closes or promotes per run (the next run goes on)"
     )
+    fts_merge_above_segments: NonNegativeInt = option(
+        8,
+        "before linking, merge an FTS5 index with more segments than this towards one (0: never)",
+    )
+    fts_merge_pages: PositiveInt = option(200, "pages per FTS5 merge step (one short transaction)")
+    fts_merge_max_steps: PositiveInt = option(
+        500, "FTS5 merge steps per index and run, at most (the next run goes on)"
+    )
 
 
 class EveningBatchOptions(Section):
