@@ -5,6 +5,7 @@ Run by hand (not part of the test suite):
     python benchmarks/orphan_linking.py               # 10k and 100k
     python benchmarks/orphan_linking.py --sizes 10000,100000,1000000
     python benchmarks/orphan_linking.py --sizes 0 --recall # only the recall figure
+    python benchmarks/orphan_linking.py --segments 10000,100000,1000000  # CPU per orphan, merged
 
 For each size a fresh database is created by Mnemosyne itself (its own schema, triggers and FTS
 tables), the rows of realistic text are written by SQL (mnemo_ops.samples.realistic_memories: Zipf
@@ -36,6 +37,7 @@ sys.path.insert(0, str(REPOSITORY))
 
 import apsw  # noqa: E402
 
+from mnemo_ops.database import fts_segments  # noqa: E402
 from mnemo_ops.foundation.clock import local_timestamp  # noqa: E402
 from mnemo_ops.guard import probes  # noqa: E402
 from mnemo_ops.guard.measure import measure  # noqa: E402
@@ -282,14 +284,23 @@ def quality(rows: int, budgets: list[int], cases: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _link_sample(source: Path, directory: Path, sample: int, budget: int | None):
-    """Link `sample` orphans on a fresh copy; (examined, seconds, SQLite steps)."""
+def _link_sample(
+    source: Path, directory: Path, sample: int, budget: int | None, merged: bool = False
+):
+    """Link `sample` orphans on a fresh copy; (examined, seconds, SQLite steps, CPU seconds).
+
+    With `merged`, the copy's FTS5 indexes are first merged towards one segment as memory-maintain
+    does before linking (``database.fts_segments``, untimed).
+    """
     work = Path(tempfile.mkdtemp(prefix="per-row-", dir=directory))
     try:
         copy = work / "mnemosyne.db"
         shutil.copyfile(source, copy)
         connection = apsw.Connection(str(copy))
         connection.set_busy_timeout(5000)
+        if merged:
+            for table in ("fts_working", "fts_episodes"):
+                fts_segments.merge_segments(connection, table, 200, 10**6)
         # SQLite's own unit of work (virtual-machine steps, counted every 100), which the
         # machine's load does not change.
         steps = [0]
@@ -299,7 +310,7 @@ def _link_sample(source: Path, directory: Path, sample: int, budget: int | None)
             return False
 
         connection.set_progress_handler(count, 100)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         totals = orphans.link_orphans(
             orphans.LinkRun(
                 connection=connection,
@@ -307,11 +318,44 @@ def _link_sample(source: Path, directory: Path, sample: int, budget: int | None)
                 dry_run=False,
             )
         )
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         connection.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return totals.orphans_examined, elapsed, steps[0]
+    return totals.orphans_examined, elapsed, steps[0], cpu
+
+
+def segments_cost(sizes: list[int], sample: int, directory: Path) -> None:
+    """CPU seconds per linked orphan at each size, the index as built and merged to one segment.
+
+    The marginal cost as in `per_row_cost` (`sample`, then 2 x `sample` orphans, each on a fresh
+    copy, the difference per row), in CPU seconds of this process (the linking runs in it), with a
+    warm page cache (the copy was just written). Printed: the segments of fts_working, the cost per
+    orphan as built and merged, and each size's cost against the smallest size's.
+    """
+    rows: list[tuple[int, int, float, float]] = []
+    for size in sizes:
+        source = cached_realistic_home(directory, size).db_path
+        reader = apsw.Connection(str(source), flags=apsw.SQLITE_OPEN_READONLY)
+        segments = fts_segments.segment_count(reader, "fts_working")
+        reader.close()
+        costs = []
+        for merged in (False, True):
+            small = _link_sample(source, directory, sample, 400, merged)
+            large = _link_sample(source, directory, 2 * sample, 400, merged)
+            costs.append(max(1e-9, (large[3] - small[3]) / max(1, large[0] - small[0])))
+        rows.append((size, segments, costs[0], costs[1]))
+        print(
+            f"{size:>9,} rows  fts_working {segments:>3} segments  CPU per orphan "
+            f"{costs[0] * 1000:6.2f} ms as built, {costs[1] * 1000:6.2f} ms merged",
+            flush=True,
+        )
+    base = rows[0]
+    for size, _, built, merged in rows[1:]:
+        print(
+            f"  {base[0]:,} -> {size:,}: as built x{built / base[2]:.2f}, merged "
+            f"x{merged / base[3]:.2f} (target: at most x1.3)"
+        )
 
 
 def per_row_cost(sizes: list[int], sample: int, budgets: list[int | None], directory: Path) -> None:
@@ -450,8 +494,19 @@ def main() -> None:
     parser.add_argument(
         "--sample", type=int, default=3000, help="orphans linked per size (--per-row)"
     )
+    parser.add_argument(
+        "--segments",
+        default="",
+        help="sizes for the CPU per orphan as built and merged to one segment (e.g. 10000,1000000)",
+    )
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
     arguments = parser.parse_args()
+    if arguments.segments:
+        arguments.dir.mkdir(parents=True, exist_ok=True)
+        segments_cost(
+            [int(size) for size in arguments.segments.split(",")], arguments.sample, arguments.dir
+        )
+        return
     if arguments.per_row:
         arguments.dir.mkdir(parents=True, exist_ok=True)
         per_row_cost(

@@ -86,8 +86,9 @@ def _consolidate(
     # every cycle).
     really = not request["dry_run"] or bool(request.get("snapshot"))
     totals = _Totals()
-    chosen_sessions, deferred = _sessions_to_sleep(memory, request.get("max_sessions"))
-    totals.deferred = deferred
+    chosen_sessions, totals.deferred, totals.unchanged = _sessions_to_sleep(
+        memory, request.get("max_sessions"), request.get("left_over") or {}
+    )
     _sleep_sessions(memory, chosen_sessions, really, int(request.get("max_cycles", 1)), totals)
     return {
         "status": "consolidated" if totals.items else "no_op",
@@ -97,6 +98,7 @@ def _consolidate(
         "sleep_batch": request.get("sleep_batch"),
         "sessions_scanned": len(totals.sessions),
         "sessions_deferred": totals.deferred,
+        "sessions_unchanged": totals.unchanged,
         "sessions_consolidated": sum(1 for entry in totals.sessions.values() if entry["items"]),
         "items_consolidated": totals.items,
         "summaries_created": totals.summaries,
@@ -113,12 +115,17 @@ def _consolidate(
     }
 
 
-def _sessions_to_sleep(memory: Any, quota: int | None) -> tuple[list[tuple[str, int]], int]:
-    """(session, eligible rows) for the sessions the sleep takes tonight, and how many wait.
+def _sessions_to_sleep(
+    memory: Any, quota: int | None, left_over: dict[str, int]
+) -> tuple[list[tuple[str, int]], int, int]:
+    """(session, eligible rows) for the sessions the sleep takes tonight; how many wait; how many
+    are skipped as unchanged.
 
     The sessions with rows Mnemosyne's sleep would take (`episodic.eligible_condition`), oldest
-    first as ``sleep_all_sessions`` orders them, at most `quota` of them: the rest wait for the
-    next night, still oldest first then, so a backlog is worked off night by night.
+    first as ``sleep_all_sessions`` orders them, but not those in `left_over` whose count is the
+    one recorded there (an earlier sleep left those rows and nothing changed since), at most
+    `quota` of them: the rest wait for the next night, still oldest first then, so a backlog is
+    worked off night by night.
     """
     from mnemo_ops.consolidation import episodic
 
@@ -128,10 +135,12 @@ def _sessions_to_sleep(memory: Any, quota: int | None) -> tuple[list[tuple[str, 
         (episodic.sleep_cutoff(),),
     ).fetchall()
     memory.beam.conn.commit()  # end the read: no snapshot may stay open beside the live agent
-    chosen = [(str(session), int(count)) for session, count in rows]
+    waiting = [(str(session), int(count)) for session, count in rows]
+    chosen = [(session, count) for session, count in waiting if left_over.get(session) != count]
+    unchanged = len(waiting) - len(chosen)
     if quota is not None and len(chosen) > quota:
-        return chosen[:quota], len(chosen) - quota
-    return chosen, 0
+        return chosen[:quota], len(chosen) - quota, unchanged
+    return chosen, 0, unchanged
 
 
 def _sleep_sessions(
@@ -194,7 +203,7 @@ class _Totals:
 
     def __init__(self) -> None:
         self.cycles = self.items = self.summaries = self.conflicts = self.llm_used = 0
-        self.degraded = self.deferred = 0
+        self.degraded = self.deferred = self.unchanged = 0
         self.methods: set[str] = set()
         self.sessions: dict[str, dict[str, int]] = {}
         self.errors: list[Any] = []
@@ -204,7 +213,8 @@ class _Totals:
         """Add one session's ``sleep`` outcome."""
         self.cycles += 1
         entry = self.sessions.setdefault(
-            str(outcome.get("session_id")), {"items": 0, "summaries": 0}
+            str(outcome.get("session_id")),
+            {"items": 0, "summaries": 0, "eligible": int(outcome.get("eligible", 0) or 0)},
         )
         if outcome.get("status") not in ("consolidated", "dry_run"):
             return

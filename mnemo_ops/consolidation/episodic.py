@@ -118,6 +118,7 @@ def run_sleep(
     max_rows_per_summary: int | None = None,
     pending_rows: int = 0,
     max_sessions: int | None = None,
+    left_over: dict[str, int] | None = None,
     inspect_snapshot: Callable[[Path], Any] | None = None,
 ) -> dict[str, Any]:
     """Run Mnemosyne's sleep for each session with work, on `db_path` (a snapshot of it in a dry
@@ -126,7 +127,9 @@ def run_sleep(
     With `max_rows_per_summary`, Mnemosyne's sleep takes at most that many rows of a session per
     cycle (``MNEMOSYNE_SLEEP_BATCH``), so no summary covers more, and it is repeated until the
     `pending_rows` are done. With `max_sessions`, at most that many sessions sleep (the oldest
-    first; the rest wait for the next run, ``sessions_deferred``). In a dry run,
+    first; the rest wait for the next run, ``sessions_deferred``). A session named in `left_over`
+    with the same count of rows to take as recorded there is skipped (``sessions_unchanged``): the
+    last sleep left those rows and nothing changed since. In a dry run,
     `inspect_snapshot(path)` is called on the consolidated snapshot before it is removed (so later
     steps can count exactly what they would do after the real consolidation); its value is
     returned under ``"inspection"``. Raises ChildProcessFailed (a MnemoOpsError) with one line when
@@ -170,6 +173,7 @@ def run_sleep(
             "model": model,
             "reclaim_stale_seconds": reclaim_stale_seconds,
             "max_sessions": max_sessions,
+            "left_over": left_over or {},
         }
         try:
             summary = run_child(

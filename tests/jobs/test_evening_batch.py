@@ -502,3 +502,40 @@ def test_the_session_quota_sleeps_the_oldest_sessions_and_leaves_the_rest_for_th
     assert rest.changes["items_consolidated"] == sum(left.values())
     assert rest.stats["consolidation"]["sessions_deferred"] == 0
     assert _eligible_sessions(sample.db_path) == {}
+
+
+def test_a_session_left_with_rows_is_skipped_until_its_rows_change(sample, sample_settings):
+    from mnemo_ops.consolidation.steps import LEFT_OVER
+
+    waiting = _eligible_sessions(sample.db_path)
+    stuck, count = sorted(waiting.items())[0]
+    # As a night whose sleep left that session's rows untaken records it.
+    ledger = state.open_state(sample_settings.state_db_path)
+    LEFT_OVER.ensure(ledger)
+    ledger[LEFT_OVER.name].insert({"session_id": stuck, "eligible": count, "slept_at": "x"})
+    ledger.close()
+
+    first = run_job(sample_settings, JOB, show_progress=False)
+
+    assert first.status == "ok", first.error
+    assert first.stats["consolidation"]["sessions_unchanged"] == 1
+    assert _eligible_sessions(sample.db_path) == {stuck: count}  # the others slept, not it
+
+    # A new row old enough to take changes the session's count: it sleeps again.
+    connection = apsw.Connection(str(sample.db_path))
+    with transactions.immediate_transaction(connection):
+        connection.execute(
+            "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance) "
+            "VALUES ('leftover-new-row', 'Dana repotted the fig tree into a larger pot', "
+            "'conversation', '2020-01-01T10:00:00', ?, 0.5)",
+            (stuck,),
+        )
+    connection.close()
+    second = run_job(sample_settings, JOB, show_progress=False)
+    assert second.status == "ok", second.error
+    assert second.stats["consolidation"]["sessions_unchanged"] == 0
+    assert second.changes["items_consolidated"] == count + 1
+    assert _eligible_sessions(sample.db_path) == {}
+    ledger = state.open_state(sample_settings.state_db_path)
+    assert list(ledger[LEFT_OVER.name].rows) == []  # finished sessions are forgotten
+    ledger.close()
