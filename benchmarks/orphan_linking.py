@@ -6,6 +6,7 @@ Run by hand (not part of the test suite):
     python benchmarks/orphan_linking.py --sizes 10000,100000,1000000
     python benchmarks/orphan_linking.py --sizes 0 --recall # only the recall figure
     python benchmarks/orphan_linking.py --segments 10000,100000,1000000  # CPU per orphan, merged
+    python benchmarks/orphan_linking.py --round 100000 --max-rows 20000  # a round over runs
 
 For each size a fresh database is created by Mnemosyne itself (its own schema, triggers and FTS
 tables), the rows of realistic text are written by SQL (mnemo_ops.samples.realistic_memories: Zipf
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -46,7 +48,7 @@ from mnemo_ops.samples.realistic_memories import (  # noqa: E402
     add_realistic_memories,
     cached_realistic_home,
 )
-from mnemo_ops.samples.sample_database import SampleLayout, build_sample  # noqa: E402
+from mnemo_ops.samples.sample_database import SampleLayout, build_sample, copy_home  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 
 CREATE_SCHEMA = """
@@ -325,6 +327,53 @@ def _link_sample(
     return totals.orphans_examined, elapsed, steps[0], cpu
 
 
+def complete_round(rows: int, max_rows: int, directory: Path, guard: bool) -> None:
+    """A complete linking round on a copy of the `rows` home, spread over runs of `max_rows`.
+
+    Each run is ``mnemo-ops run memory-maintain -o max_rows=N`` as a user runs it (the recall guard
+    on unless `guard` is False), one after the other until a run completes the round. Printed per
+    run: wall seconds, the CPU seconds of the run's processes, orphans examined, edges, the FTS5
+    merge it made, the guard's verdict and the trial's seconds.
+    """
+    template = cached_realistic_home(directory, rows)
+    work = Path(tempfile.mkdtemp(prefix="round-", dir=directory))
+    try:
+        layout = copy_home(template, work / "home")
+        environment = layout.environ() | {"PYTHONPATH": str(REPOSITORY)}
+        options = ["-o", f"max_rows={max_rows}"] + ([] if guard else ["-o", "guard.enabled=false"])
+        for number in range(1, 100):
+            cpu, started = _children_cpu(), time.perf_counter()
+            completed = subprocess.run(
+                [sys.executable, "-m", "mnemo_ops", "--json", "run", "memory-maintain", *options],
+                env=environment,
+                capture_output=True,
+                text=True,
+            )
+            wall, cpu = time.perf_counter() - started, _children_cpu() - cpu
+            result = json.loads(completed.stdout)
+            linking = result["stats"].get("linking", {})
+            merge = result["stats"].get("fts_merge", {}).get("merged", {})
+            guard_stats = result["stats"].get("guard", {})
+            print(
+                f"run {number}: {result['status']:<7} {wall:6.1f} s wall  {cpu:6.1f} s CPU  "
+                f"{linking.get('orphans_examined', 0):>7,} examined  "
+                f"{result['changes'].get('edges_created', 0):>7,} edges  "
+                f"merged {json.dumps({t: (m['segments_before'], m['segments_after']) for t, m in merge.items()})}  "
+                f"guard {guard_stats.get('verdict')} (trial "
+                f"{(guard_stats.get('trial') or {}).get('seconds', '-')} s)",
+                flush=True,
+            )
+            if result["status"] != "ok" or linking.get("completed_round"):
+                break
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def segments_cost(sizes: list[int], sample: int, directory: Path) -> None:
     """CPU seconds per linked orphan at each size, the index as built and merged to one segment.
 
@@ -500,7 +549,16 @@ def main() -> None:
         help="sizes for the CPU per orphan as built and merged to one segment (e.g. 10000,1000000)",
     )
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
+    parser.add_argument(
+        "--round", type=int, default=0, help="rows of the home for a complete round over runs"
+    )
+    parser.add_argument("--max-rows", type=int, default=20000, help="max_rows per run (--round)")
+    parser.add_argument("--no-guard", action="store_true", help="--round with the guard off")
     arguments = parser.parse_args()
+    if arguments.round:
+        arguments.dir.mkdir(parents=True, exist_ok=True)
+        complete_round(arguments.round, arguments.max_rows, arguments.dir, not arguments.no_guard)
+        return
     if arguments.segments:
         arguments.dir.mkdir(parents=True, exist_ok=True)
         segments_cost(
