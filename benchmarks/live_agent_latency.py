@@ -185,6 +185,12 @@ def measure(
         "transactions": sum(
             result["stats"].get("transactions", {}).get("count", 0) for result in results
         ),
+        # Where the job's time went: the guard (its trial included) and each step of the live run.
+        "guard_s": [result["stats"].get("guard", {}).get("seconds") for result in results],
+        "steps_s": [
+            {step["name"]: step.get("duration_s") for step in result["stats"].get("steps", [])}
+            for result in results
+        ],
     }
 
 
