@@ -161,7 +161,8 @@ def _sleep_sessions(
 
     degrade = BeamMemory.degrade_episodic
     beam_parameters = inspect.signature(BeamMemory.sleep).parameters
-    # 4.0 counts conflicts across the fleet once per pass, not once per session.
+    # 4.0's sleep ends with a census of conflicts across every memory bank (a read-only
+    # diagnostic our summary does not use); sleep_all_sessions turns it off per session, as here.
     arguments = {"_fleet_census": False} if "_fleet_census" in beam_parameters else {}
     BeamMemory.degrade_episodic = lambda self, dry_run=False: {}
     try:
