@@ -4,6 +4,7 @@ Run by hand (not part of the test suite):
 
     python benchmarks/live_agent_latency.py                    # 100k realistic rows, every job
     python benchmarks/live_agent_latency.py --rows 10000 --jobs backup,memory-maintain
+    python benchmarks/live_agent_latency.py --home DIR --jobs evening-batch   # a home of your own
 
 A database of `--rows` rows of realistic text (``mnemo_ops.samples.realistic_memories``: the
 sample home written by Mnemosyne, grown by SQL) is built once into ``--dir``. For each job, on a
@@ -184,6 +185,12 @@ def measure(
         "transactions": sum(
             result["stats"].get("transactions", {}).get("count", 0) for result in results
         ),
+        # Where the job's time went: the guard (its trial included) and each step of the live run.
+        "guard_s": [result["stats"].get("guard", {}).get("seconds") for result in results],
+        "steps_s": [
+            {step["name"]: step.get("duration_s") for step in result["stats"].get("steps", [])}
+            for result in results
+        ],
     }
 
 
@@ -201,9 +208,18 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON too")
     parser.add_argument("--config", type=Path, help="a mnemo-ops config file for the jobs")
+    parser.add_argument(
+        "--home",
+        type=Path,
+        help="a home to copy for each job instead of generated rows (e.g. an aged conversation "
+        "home from hermes_conversation_home.py, grown with generated rows): its folder holding hermes/",
+    )
     arguments = parser.parse_args()
     arguments.dir.mkdir(parents=True, exist_ok=True)
-    template = cached_realistic_home(arguments.dir, arguments.rows)
+    if arguments.home is not None:
+        template = SampleLayout(arguments.home.absolute())
+    else:
+        template = cached_realistic_home(arguments.dir, arguments.rows)
     rows = []
     for job in arguments.jobs.split(","):
         work = Path(tempfile.mkdtemp(prefix=f"latency-{job}-", dir=arguments.dir))
@@ -227,8 +243,9 @@ def main() -> None:
             f"({row['transactions']} txns)",
             flush=True,
         )
+    size = f"the home {arguments.home}" if arguments.home else f"{arguments.rows:,} realistic rows"
     print(
-        f"\n{arguments.rows:,} realistic rows; agent = Mnemosyne.remember every 20 ms; "
+        f"\n{size}; agent = Mnemosyne.remember every 20 ms; "
         "alone and with the job measured back to back on one copy; the machine may be shared."
     )
     if arguments.json:

@@ -5,6 +5,8 @@ Run by hand (not part of the test suite):
     python benchmarks/orphan_linking.py               # 10k and 100k
     python benchmarks/orphan_linking.py --sizes 10000,100000,1000000
     python benchmarks/orphan_linking.py --sizes 0 --recall # only the recall figure
+    python benchmarks/orphan_linking.py --segments 10000,100000,1000000  # CPU per orphan, merged
+    python benchmarks/orphan_linking.py --round 100000 --max-rows 20000  # a round over runs
 
 For each size a fresh database is created by Mnemosyne itself (its own schema, triggers and FTS
 tables), the rows of realistic text are written by SQL (mnemo_ops.samples.realistic_memories: Zipf
@@ -24,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -36,6 +39,7 @@ sys.path.insert(0, str(REPOSITORY))
 
 import apsw  # noqa: E402
 
+from mnemo_ops.database import fts_segments  # noqa: E402
 from mnemo_ops.foundation.clock import local_timestamp  # noqa: E402
 from mnemo_ops.guard import probes  # noqa: E402
 from mnemo_ops.guard.measure import measure  # noqa: E402
@@ -44,7 +48,7 @@ from mnemo_ops.samples.realistic_memories import (  # noqa: E402
     add_realistic_memories,
     cached_realistic_home,
 )
-from mnemo_ops.samples.sample_database import SampleLayout, build_sample  # noqa: E402
+from mnemo_ops.samples.sample_database import SampleLayout, build_sample, copy_home  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 
 CREATE_SCHEMA = """
@@ -282,14 +286,23 @@ def quality(rows: int, budgets: list[int], cases: int) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _link_sample(source: Path, directory: Path, sample: int, budget: int | None):
-    """Link `sample` orphans on a fresh copy; (examined, seconds, SQLite steps)."""
+def _link_sample(
+    source: Path, directory: Path, sample: int, budget: int | None, merged: bool = False
+):
+    """Link `sample` orphans on a fresh copy; (examined, seconds, SQLite steps, CPU seconds).
+
+    With `merged`, the copy's FTS5 indexes are first merged towards one segment as memory-maintain
+    does before linking (``database.fts_segments``, untimed).
+    """
     work = Path(tempfile.mkdtemp(prefix="per-row-", dir=directory))
     try:
         copy = work / "mnemosyne.db"
         shutil.copyfile(source, copy)
         connection = apsw.Connection(str(copy))
         connection.set_busy_timeout(5000)
+        if merged:
+            for table in ("fts_working", "fts_episodes"):
+                fts_segments.merge_segments(connection, table, 200, 10**6)
         # SQLite's own unit of work (virtual-machine steps, counted every 100), which the
         # machine's load does not change.
         steps = [0]
@@ -299,7 +312,7 @@ def _link_sample(source: Path, directory: Path, sample: int, budget: int | None)
             return False
 
         connection.set_progress_handler(count, 100)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         totals = orphans.link_orphans(
             orphans.LinkRun(
                 connection=connection,
@@ -307,11 +320,91 @@ def _link_sample(source: Path, directory: Path, sample: int, budget: int | None)
                 dry_run=False,
             )
         )
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         connection.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return totals.orphans_examined, elapsed, steps[0]
+    return totals.orphans_examined, elapsed, steps[0], cpu
+
+
+def complete_round(rows: int, max_rows: int, directory: Path, guard: bool) -> None:
+    """A complete linking round on a copy of the `rows` home, spread over runs of `max_rows`.
+
+    Each run is ``mnemo-ops run memory-maintain -o max_rows=N`` as a user runs it (the recall guard
+    on unless `guard` is False), one after the other until a run completes the round. Printed per
+    run: wall seconds, the CPU seconds of the run's processes, orphans examined, edges, the FTS5
+    merge it made, the guard's verdict and the trial's seconds.
+    """
+    template = cached_realistic_home(directory, rows)
+    work = Path(tempfile.mkdtemp(prefix="round-", dir=directory))
+    try:
+        layout = copy_home(template, work / "home")
+        environment = layout.environ() | {"PYTHONPATH": str(REPOSITORY)}
+        options = ["-o", f"max_rows={max_rows}"] + ([] if guard else ["-o", "guard.enabled=false"])
+        for number in range(1, 100):
+            cpu, started = _children_cpu(), time.perf_counter()
+            completed = subprocess.run(
+                [sys.executable, "-m", "mnemo_ops", "--json", "run", "memory-maintain", *options],
+                env=environment,
+                capture_output=True,
+                text=True,
+            )
+            wall, cpu = time.perf_counter() - started, _children_cpu() - cpu
+            result = json.loads(completed.stdout)
+            linking = result["stats"].get("linking", {})
+            merge = result["stats"].get("fts_merge", {}).get("merged", {})
+            guard_stats = result["stats"].get("guard", {})
+            print(
+                f"run {number}: {result['status']:<7} {wall:6.1f} s wall  {cpu:6.1f} s CPU  "
+                f"{linking.get('orphans_examined', 0):>7,} examined  "
+                f"{result['changes'].get('edges_created', 0):>7,} edges  "
+                f"merged {json.dumps({t: (m['segments_before'], m['segments_after']) for t, m in merge.items()})}  "
+                f"guard {guard_stats.get('verdict')} (trial "
+                f"{(guard_stats.get('trial') or {}).get('seconds', '-')} s)",
+                flush=True,
+            )
+            if result["status"] != "ok" or linking.get("completed_round"):
+                break
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def segments_cost(sizes: list[int], sample: int, directory: Path) -> None:
+    """CPU seconds per linked orphan at each size, the index as built and merged to one segment.
+
+    The marginal cost as in `per_row_cost` (`sample`, then 2 x `sample` orphans, each on a fresh
+    copy, the difference per row), in CPU seconds of this process (the linking runs in it), with a
+    warm page cache (the copy was just written). Printed: the segments of fts_working, the cost per
+    orphan as built and merged, and each size's cost against the smallest size's.
+    """
+    rows: list[tuple[int, int, float, float]] = []
+    for size in sizes:
+        source = cached_realistic_home(directory, size).db_path
+        reader = apsw.Connection(str(source), flags=apsw.SQLITE_OPEN_READONLY)
+        segments = fts_segments.segment_count(reader, "fts_working")
+        reader.close()
+        costs = []
+        for merged in (False, True):
+            small = _link_sample(source, directory, sample, 400, merged)
+            large = _link_sample(source, directory, 2 * sample, 400, merged)
+            costs.append(max(1e-9, (large[3] - small[3]) / max(1, large[0] - small[0])))
+        rows.append((size, segments, costs[0], costs[1]))
+        print(
+            f"{size:>9,} rows  fts_working {segments:>3} segments  CPU per orphan "
+            f"{costs[0] * 1000:6.2f} ms as built, {costs[1] * 1000:6.2f} ms merged",
+            flush=True,
+        )
+    base = rows[0]
+    for size, _, built, merged in rows[1:]:
+        print(
+            f"  {base[0]:,} -> {size:,}: as built x{built / base[2]:.2f}, merged "
+            f"x{merged / base[3]:.2f} (target: at most x1.3)"
+        )
 
 
 def per_row_cost(sizes: list[int], sample: int, budgets: list[int | None], directory: Path) -> None:
@@ -450,8 +543,28 @@ def main() -> None:
     parser.add_argument(
         "--sample", type=int, default=3000, help="orphans linked per size (--per-row)"
     )
+    parser.add_argument(
+        "--segments",
+        default="",
+        help="sizes for the CPU per orphan as built and merged to one segment (e.g. 10000,1000000)",
+    )
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "mnemo-ops-bench")
+    parser.add_argument(
+        "--round", type=int, default=0, help="rows of the home for a complete round over runs"
+    )
+    parser.add_argument("--max-rows", type=int, default=20000, help="max_rows per run (--round)")
+    parser.add_argument("--no-guard", action="store_true", help="--round with the guard off")
     arguments = parser.parse_args()
+    if arguments.round:
+        arguments.dir.mkdir(parents=True, exist_ok=True)
+        complete_round(arguments.round, arguments.max_rows, arguments.dir, not arguments.no_guard)
+        return
+    if arguments.segments:
+        arguments.dir.mkdir(parents=True, exist_ok=True)
+        segments_cost(
+            [int(size) for size in arguments.segments.split(",")], arguments.sample, arguments.dir
+        )
+        return
     if arguments.per_row:
         arguments.dir.mkdir(parents=True, exist_ok=True)
         per_row_cost(

@@ -165,3 +165,34 @@ def cli(sample):
         return run_cli(sample, *args, **kwargs)
 
     return call
+
+
+def spin_every_core() -> list[subprocess.Popen]:
+    """Start one process spinning per core (at least two): an agent's machine is rarely idle."""
+    spin = "while True: pass"
+    return [
+        subprocess.Popen([sys.executable, "-c", spin]) for _ in range(max(2, os.cpu_count() or 2))
+    ]
+
+
+def stop_spinners(spinners: list[subprocess.Popen]) -> None:
+    """Kill the processes `spin_every_core` started (each by its own handle) and reap them."""
+    for spinner in spinners:
+        spinner.kill()
+    for spinner in spinners:
+        spinner.wait(timeout=30)
+
+
+@pytest.fixture
+def busy_cores():
+    """Every core kept busy for the whole test by a spinning process, killed afterwards.
+
+    The live-writer tests run under it (marked ``contention``): the write transactions of a job
+    stretch when the job shares the CPU, and a promise to the agent that holds only on an idle
+    machine does not hold.
+    """
+    spinners = spin_every_core()
+    try:
+        yield spinners
+    finally:
+        stop_spinners(spinners)

@@ -63,6 +63,21 @@ def sleep_cutoff(
     return (moment - timedelta(hours=working_memory_ttl_hours(environ) // 2)).isoformat()
 
 
+def eligible_condition(line: str | None = None) -> str:
+    """The SQL condition (one ``?``: `sleep_cutoff`) of a working row the installed line's sleep takes:
+    older than the cut-off, not consolidated, not pinned (3.15 compares the stored text with a
+    local-time cut-off; 4.0 compares ``datetime(timestamp)`` with a UTC one and leaves out rows
+    whose timestamp is not a date)."""
+    older = (
+        "datetime(trim(timestamp)) IS NOT NULL "
+        "AND date(substr(trim(timestamp), 1, 10)) = substr(trim(timestamp), 1, 10) "
+        "AND datetime(trim(timestamp)) < datetime(?)"
+        if _utc_clock(line)
+        else "timestamp < ?"
+    )
+    return f"{older} AND consolidated_at IS NULL AND (pinned IS NULL OR pinned = 0)"
+
+
 def pending_work(
     connection: apsw.Connection,
     stale_seconds: int,
@@ -78,16 +93,8 @@ def pending_work(
     """
     utc = _utc_clock(line)
     moment = now or (datetime.now(UTC).replace(tzinfo=None) if utc else datetime.now())
-    older = (
-        "datetime(trim(timestamp)) IS NOT NULL "
-        "AND date(substr(trim(timestamp), 1, 10)) = substr(trim(timestamp), 1, 10) "
-        "AND datetime(trim(timestamp)) < datetime(?)"
-        if utc
-        else "timestamp < ?"
-    )
     eligible = connection.execute(
-        f"SELECT count(*) FROM working_memory WHERE {older} AND consolidated_at IS NULL "
-        "AND (pinned IS NULL OR pinned = 0)",
+        f"SELECT count(*) FROM working_memory WHERE {eligible_condition(line)}",
         (sleep_cutoff(moment, line=line),),
     ).fetchone()[0]
     stale_before = (moment - timedelta(seconds=stale_seconds)).isoformat()
@@ -110,16 +117,23 @@ def run_sleep(
     timeout_s: float | None = None,
     max_rows_per_summary: int | None = None,
     pending_rows: int = 0,
+    max_sessions: int | None = None,
+    left_over: dict[str, int] | None = None,
     inspect_snapshot: Callable[[Path], Any] | None = None,
 ) -> dict[str, Any]:
-    """Run Mnemosyne's ``sleep_all_sessions`` on `db_path` (a snapshot of it in a dry run); return its summary.
+    """Run Mnemosyne's sleep for each session with work, on `db_path` (a snapshot of it in a dry
+    run); return its summary.
 
     With `max_rows_per_summary`, Mnemosyne's sleep takes at most that many rows of a session per
     cycle (``MNEMOSYNE_SLEEP_BATCH``), so no summary covers more, and it is repeated until the
-    `pending_rows` are done. In a dry run, `inspect_snapshot(path)` is called on the consolidated
-    snapshot before it is removed (so later steps can count exactly what they would do after the
-    real consolidation); its value is returned under ``"inspection"``. Raises ChildProcessFailed (a
-    MnemoOpsError) with one line when the child fails.
+    `pending_rows` are done. With `max_sessions`, at most that many sessions sleep (the oldest
+    first; the rest wait for the next run, ``sessions_deferred``). A session named in `left_over`
+    with the same count of rows to take as recorded there is skipped (``sessions_unchanged``): the
+    last sleep left those rows and nothing changed since. In a dry run,
+    `inspect_snapshot(path)` is called on the consolidated snapshot before it is removed (so later
+    steps can count exactly what they would do after the real consolidation); its value is
+    returned under ``"inspection"``. Raises ChildProcessFailed (a MnemoOpsError) with one line when
+    the child fails.
     """
     if model not in MODELS:
         raise MnemoOpsError(
@@ -158,6 +172,8 @@ def run_sleep(
             "max_cycles": (-(-pending_rows // batch) + 1) if batch else 1,
             "model": model,
             "reclaim_stale_seconds": reclaim_stale_seconds,
+            "max_sessions": max_sessions,
+            "left_over": left_over or {},
         }
         try:
             summary = run_child(

@@ -7,13 +7,59 @@ from mnemo_ops.consolidation import episodic, summary_repair
 from mnemo_ops.consolidation.batch import BatchState
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import Severity
+from mnemo_ops.core.state import StateTable
+from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
 
 # --- step 1: consolidation -------------------------------------------------------------------------
 
+LEFT_OVER = StateTable(
+    "sleep_left_over",
+    {"session_id": str, "eligible": int, "slept_at": str},
+    pk="session_id",
+)
+"""Sessions a night's sleep visited and left rows in that it did not take (Mnemosyne's own sleep
+has filters of its own), with how many were left. While a session's count of rows to take stays
+the same, nothing changed there since, and the next nights skip it: it would otherwise be slept
+again every night, and with the nightly quota, oldest first, a few such sessions could take every
+place in the quota."""
+
+
+def _left_over(ctx: JobContext) -> dict[str, int]:
+    """The sessions skipped tonight unless their rows changed (empty before the first night)."""
+    ledger = ctx.open_state()
+    if ledger is None:
+        return {}
+    try:
+        if LEFT_OVER.name not in ledger.table_names():
+            return {}
+        return {row["session_id"]: row["eligible"] for row in ledger[LEFT_OVER.name].rows}
+    finally:
+        ledger.close()
+
+
+def _record_left_over(ctx: JobContext, sessions: list[dict]) -> None:
+    """Remember the sessions slept tonight that kept rows to take; forget the ones finished."""
+    ledger = ctx.open_state()
+    try:
+        LEFT_OVER.ensure(ledger)
+        table = ledger[LEFT_OVER.name]
+        now = isoformat(utc_now())
+        for entry in sessions:
+            left = int(entry.get("eligible") or 0) - int(entry.get("items") or 0)
+            if left > 0:
+                table.upsert(
+                    {"session_id": entry["session_id"], "eligible": left, "slept_at": now},
+                    pk="session_id",
+                )
+            else:
+                table.delete_where("session_id = ?", [entry["session_id"]])
+    finally:
+        ledger.close()
+
 
 def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
-    """Mnemosyne's own ``sleep_all_sessions`` (with ``reclaim_orphans`` first), counts into `changes`."""
+    """Mnemosyne's own sleep, session by session (``reclaim_orphans`` first), counts into `changes`."""
     stale_seconds = ctx.options.reclaim_stale_seconds
     connection = ctx.open_db(readonly=True)
     try:
@@ -36,10 +82,14 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
         timeout_s=ctx.manifest.timeout,
         max_rows_per_summary=ctx.options.max_rows_per_summary,
         pending_rows=pending["eligible"] + pending["orphan_claims"],
+        max_sessions=ctx.options.max_sessions_per_night,
+        left_over=_left_over(ctx),
         inspect_snapshot=(lambda path: _planned_repairs(ctx, path)) if ctx.dry_run else None,
     )
     if ctx.dry_run and summary.get("inspection") is not None:
         batch.repairs_after_consolidation = summary["inspection"]
+    if not ctx.dry_run:
+        _record_left_over(ctx, summary.get("sessions") or [])
     for name in (
         "items_consolidated",
         "summaries_created",
@@ -57,6 +107,8 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
                 "methods",
                 "sessions_scanned",
                 "sessions_consolidated",
+                "sessions_deferred",
+                "sessions_unchanged",
                 "llm_used",
                 "model_refresh",
                 "cycles",
@@ -64,6 +116,14 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
             )
         }
     )
+    if summary.get("sessions_deferred"):
+        ctx.warn(
+            "consolidation-sessions-deferred",
+            f"{summary['sessions_deferred']} session(s) with rows to consolidate wait for the next "
+            f"night (evening_batch.max_sessions_per_night: {ctx.options.max_sessions_per_night}; "
+            "the oldest sleep first)",
+            Severity.INFO,
+        )
     if summary.get("errors"):
         details = "; ".join(
             f"{item.get('session_id')}: {item.get('error')}" for item in summary["errors"]

@@ -157,6 +157,47 @@ def reembed_working_rows(
     return stored, None
 
 
+ANALYSIS_LIMIT = 1000
+"""Rows ANALYZE reads per index (``PRAGMA analysis_limit``): approximate statistics in bounded time."""
+
+SKIPPED_WITHOUT_STATISTICS = (
+    "skipped: the database has no sqlite_stat1 yet, and creating it changes the schema, which the "
+    "live agent's next write does not survive"
+)
+
+
+def has_statistics(connection: apsw.Connection) -> bool:
+    """True when the database already holds ``sqlite_stat1`` (so ANALYZE only updates rows in it)."""
+    return (
+        connection.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'"
+        ).fetchone()
+        is not None
+    )
+
+
+def refresh_statistics(connection: apsw.Connection) -> bool | str:
+    """``PRAGMA optimize`` in one short, metered write transaction; True, or why it was skipped.
+
+    The first ANALYZE of a database creates ``sqlite_stat1`` (and ``sqlite_stat4``): a schema
+    change, and the live agent's next write after a schema change may fail at once (docs/live-agent.md,
+    "No schema changes"). So statistics are only refreshed where they already exist. ANALYZE reads
+    every row of every index it refreshes and holds the write lock meanwhile, so it reads at most
+    ANALYSIS_LIMIT rows per index, and runs through `transactions.write_batch` (BEGIN IMMEDIATE,
+    timed against the bound, retried on busy).
+    """
+    if not has_statistics(connection):
+        return SKIPPED_WITHOUT_STATISTICS
+    connection.execute(f"PRAGMA analysis_limit = {ANALYSIS_LIMIT}").fetchall()
+    try:
+        transactions.write_batch(
+            connection, lambda conn: conn.execute("PRAGMA optimize").fetchall(), label="optimize"
+        )
+    except apsw.BusyError:  # the live agent kept the write lock past the busy timeout: next month
+        return "skipped: database busy"
+    return True
+
+
 def optimize(
     connection: apsw.Connection, fts_tables: list[str], merge_pages: int, max_steps: int
 ) -> dict[str, Any]:
@@ -164,12 +205,7 @@ def optimize(
 
     A 'merge' step that changes fewer than 2 rows found nothing left to merge (FTS5 documentation).
     """
-    report: dict[str, Any] = {}
-    try:
-        connection.execute("PRAGMA optimize")
-        report["optimize"] = True
-    except apsw.BusyError:  # the live agent kept the write lock past the busy timeout: next month
-        report["optimize"] = "skipped: database busy"
+    report: dict[str, Any] = {"optimize": refresh_statistics(connection)}
     merges: dict[str, int | str] = {}
     for table in fts_tables:
 

@@ -15,6 +15,7 @@ from mnemo_ops import database
 from mnemo_ops.canonical import backstop, trigger
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
+from mnemo_ops.database import fts_segments
 from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.guard.recall_guard import is_marked_not_needed, mark_not_needed
 from mnemo_ops.linking import orphans
@@ -202,6 +203,41 @@ def _backstop(ctx: JobContext, connection) -> None:
         state.close()
 
 
+MERGED_INDEXES = ("fts_working", "fts_episodes")
+"""The FTS5 indexes linking looks terms and matches up in."""
+
+
+def _merge_segments(ctx: JobContext, connection) -> None:
+    """Merge the indexes linking reads when they have too many segments (bounded steps).
+
+    Linking's lookups read every segment of an index, so its cost per orphan follows the segment
+    count (database/fts_segments.py). A dry run only says what it would merge. The merge is a
+    write: the pre-write checkpoint comes first.
+    """
+    above = ctx.options.fts_merge_above_segments
+    if not above:
+        return
+    present = database.table_names(connection)
+    counts = {
+        table: fts_segments.segment_count(connection, table)
+        for table in MERGED_INDEXES
+        if table in present and f"{table}_idx" in present
+    }
+    crowded = {table: count for table, count in counts.items() if count > above}
+    stats: dict[str, Any] = {"segments": counts, "above": above}
+    ctx.result.stats["fts_merge"] = stats
+    if not crowded or ctx.dry_run:
+        stats["planned"] = sorted(crowded)
+        return
+    ctx.before_write()
+    stats["merged"] = {
+        table: fts_segments.merge_segments(
+            connection, table, ctx.options.fts_merge_pages, ctx.options.fts_merge_max_steps
+        ).to_stats()
+        for table in crowded
+    }
+
+
 def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:
     missing = {"graph_edges", "fts_working"} - database.table_names(connection)
     if missing:
@@ -211,6 +247,7 @@ def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:
             severity="warning",
         )
         return
+    _merge_segments(ctx, connection)
     link_state = _read_state(ctx)
     full = _full_round_due(ctx, link_state)
     resumed_after = (link_state.last_id if full else None) or None

@@ -144,6 +144,14 @@ class MemoryMaintainOptions(Section):
     backstop_max_rows: PositiveInt = option(
         20000, "canonical facts the backstop closes or promotes per run (the next run goes on)"
     )
+    fts_merge_above_segments: NonNegativeInt = option(
+        8,
+        "before linking, merge an FTS5 index with more segments than this towards one (0: never)",
+    )
+    fts_merge_pages: PositiveInt = option(200, "pages per FTS5 merge step (one short transaction)")
+    fts_merge_max_steps: PositiveInt = option(
+        500, "FTS5 merge steps per index and run, at most (the next run goes on)"
+    )
 
 
 class EveningBatchOptions(Section):
@@ -170,6 +178,9 @@ class EveningBatchOptions(Section):
     summary_repair: bool = option(True, "give summaries the summary tier and their sources' time")
     summary_tier: Literal[1, 2, 3] = option(3, "tier of a repaired summary (3: the lowest weight)")
     max_rows_per_summary: PositiveInt = option(10, "rows one consolidation summary may cover")
+    max_sessions_per_night: PositiveInt | None = option(
+        100, "sessions consolidated per run at most, the oldest first (none: no limit)"
+    )
     if_needed: bool = run_option(
         False, "sleep only when an adaptive trigger holds (sleep section; --force sleeps anyway)"
     )

@@ -53,6 +53,10 @@ def main() -> None:
                 details.append(
                     {
                         "at": time.time(),
+                        # ~5000 ms: a wait past the busy timeout; ~0: refused at once (a stale
+                        # snapshot or a schema change), the two causes need different fixes.
+                        "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
+                        "in_transaction": memory.beam.conn.in_transaction,
                         "where": traceback.format_exc().splitlines()[-3:],
                         "statements": list(recent),
                     }

@@ -2,6 +2,9 @@
 
 The writer must see no error (our write transactions are short and retried; the agent's 5 s busy
 timeout is never exhausted), every job must succeed, and every row the writer wrote must be there.
+Each job runs twice: on the machine as it is, and with every core kept busy by a spinning process
+(``busy_cores``; marked ``contention`` and ``slow``), because a job that shares the CPU stretches
+its transactions and the agent's machine is rarely idle.
 """
 
 import json
@@ -29,12 +32,21 @@ CANDIDATES = [
 ]
 
 
+LOADS = [
+    pytest.param("idle", id="idle"),
+    pytest.param("busy", id="busy", marks=[pytest.mark.contention, pytest.mark.slow]),
+]
+
+
+@pytest.mark.parametrize("load", LOADS)
 @pytest.mark.parametrize(
     "job", [job for job in CANDIDATES if job in implemented_jobs()] or ["none-implemented"]
 )
-def test_job_runs_beside_a_live_writer(sample, job):
+def test_job_runs_beside_a_live_writer(sample, job, load, request):
     if job == "none-implemented":
         pytest.skip("no writing job is implemented in this version")
+    if load == "busy":
+        request.getfixturevalue("busy_cores")
     stop_file = sample.directory / "stop"
     report_file = sample.directory / "writer.json"
     writer = subprocess.Popen(
@@ -53,7 +65,13 @@ def test_job_runs_beside_a_live_writer(sample, job):
     assert result.returncode == 0, (data.get("error"), result.stderr)
     assert data["status"] == "ok"
     report = json.loads(report_file.read_text())
-    assert report["errors"] == [], json.dumps(report["details"], indent=1)
+    # On a failure, the job's own transactions beside the agent's errors say which one it was.
+    evidence = {
+        "agent": report["details"],
+        "job_transactions": data["stats"].get("transactions"),
+        "job_finished_at": data.get("finished_at"),
+    }
+    assert report["errors"] == [], json.dumps(evidence, indent=1)
     assert report["written"], "the writer wrote nothing: the test proved nothing"
     connection = database.open_memory_db(sample.db_path, readonly=True)
     present = {

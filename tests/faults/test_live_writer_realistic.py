@@ -95,8 +95,23 @@ def _describe(report: dict) -> str:
     )
 
 
-@pytest.mark.parametrize("job", sorted(RUNS))
-def test_job_beside_a_live_agent_at_realistic_size(realistic, job, tmp_path):
+BUSY = ("memory-maintain", "monthly-maintenance")
+"""The jobs also run with every core kept busy (``busy_cores``): the two that write the most
+transactions of their own (the others write through Mnemosyne's remember, or a few at most)."""
+
+
+@pytest.mark.parametrize(
+    "job",
+    sorted(RUNS)
+    + [
+        pytest.param(f"{job}:busy", marks=[pytest.mark.contention, pytest.mark.slow])
+        for job in BUSY
+    ],
+)
+def test_job_beside_a_live_agent_at_realistic_size(realistic, job, tmp_path, request):
+    job, _, load = job.partition(":")
+    if load == "busy":
+        request.getfixturevalue("busy_cores")
     extra_config, environment = _prepare(realistic, job, tmp_path)
     config = realistic.directory / "no-guard.yaml"
     config.write_text("guard:\n  enabled: false\n" + extra_config)

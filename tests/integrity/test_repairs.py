@@ -1,4 +1,5 @@
-"""Re-embedding rows without a vector (``integrity.repairs``), with deterministic test models."""
+"""The repairs of ``integrity.repairs``: re-embedding rows without a vector (with deterministic test
+models), and the upkeep that must not change the schema beside the live agent."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import apsw
+
 from mnemo_ops import database
+from mnemo_ops.database import transactions
 from mnemo_ops.integrity import repairs
 
 
@@ -79,3 +83,42 @@ def test_reembedding_keeps_finished_batches_when_the_model_fails(sample):
         connection.close()
     assert (stored, error) == (10, "model server went away") and kept == 10
     assert (rest, none) == (len(ids) - 10, None)  # the next run embeds exactly the rest
+
+
+def schema_version(connection: apsw.Connection) -> int:
+    """The schema cookie: every connection re-reads the schema when it changes."""
+    return connection.execute("PRAGMA schema_version").fetchone()[0]
+
+
+def test_optimize_never_creates_the_statistics_tables_beside_the_agent(sample):
+    connection = database.open_memory_db(sample.db_path)
+    try:
+        assert not repairs.has_statistics(connection)
+        before = schema_version(connection)
+        report = repairs.optimize(connection, ["fts_working"], 500, 5)
+        # The first ANALYZE would create sqlite_stat1 and sqlite_stat4: a schema change.
+        assert report["optimize"] == repairs.SKIPPED_WITHOUT_STATISTICS
+        assert schema_version(connection) == before
+        assert not repairs.has_statistics(connection)
+    finally:
+        connection.close()
+
+
+def test_optimize_refreshes_statistics_that_exist_in_a_metered_transaction(sample):
+    connection = database.open_memory_db(sample.db_path)
+    try:
+        connection.execute("ANALYZE")  # as a user would, with the agent stopped
+        stale = "UPDATE sqlite_stat1 SET stat = '1 1' WHERE tbl = 'working_memory'"
+        connection.execute(stale)
+        before = schema_version(connection)
+        for _ in range(3):  # PRAGMA optimize only analyses tables this connection has used
+            connection.execute(
+                "SELECT count(*) FROM working_memory WHERE session_id = 'x'"
+            ).fetchall()
+        with transactions.metered() as meter:
+            report = repairs.optimize(connection, [], 500, 5)
+        assert report["optimize"] is True
+        assert schema_version(connection) == before  # rows of sqlite_stat1 only, no schema change
+        assert meter.count >= 1 and meter.longest_label == "optimize"
+    finally:
+        connection.close()

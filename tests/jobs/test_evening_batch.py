@@ -461,3 +461,81 @@ def test_consolidation_leaves_the_schema_version_alone(sample, sample_settings):
     assert result.status == "ok", result.error
     assert result.changes["items_consolidated"] > 0
     assert schema_version() == before
+
+
+def _eligible_sessions(db_path) -> dict[str, int]:
+    """Sessions with rows the sleep takes now, and how many."""
+    connection = database.open_memory_db(db_path, readonly=True)
+    try:
+        return dict(
+            connection.execute(
+                "SELECT session_id, count(*) FROM working_memory WHERE timestamp < ? "
+                "AND consolidated_at IS NULL AND (pinned IS NULL OR pinned = 0) GROUP BY session_id",
+                (sleep_cutoff(),),
+            ).fetchall()
+        )
+    finally:
+        connection.close()
+
+
+def test_the_session_quota_sleeps_the_oldest_sessions_and_leaves_the_rest_for_the_next_night(
+    sample, sample_settings
+):
+    waiting = _eligible_sessions(sample.db_path)
+    assert len(waiting) >= 2, waiting  # the sample has old rows in several sessions
+
+    first = run_job(
+        sample_settings, JOB, options={"max_sessions_per_night": 1}, show_progress=False
+    )
+
+    assert first.status == "ok", first.error
+    left = _eligible_sessions(sample.db_path)
+    slept = set(waiting) - set(left)
+    assert len(slept) == 1 and set(left) < set(waiting)  # one session, all of its rows
+    assert first.changes["items_consolidated"] == waiting[slept.pop()]
+    assert first.stats["consolidation"]["sessions_deferred"] == len(waiting) - 1
+    assert "consolidation-sessions-deferred" in {warning.code for warning in first.warnings}
+
+    # Each night takes the oldest of what is left; without the quota the rest is done at once.
+    rest = run_job(sample_settings, JOB, show_progress=False)
+    assert rest.status == "ok", rest.error
+    assert rest.changes["items_consolidated"] == sum(left.values())
+    assert rest.stats["consolidation"]["sessions_deferred"] == 0
+    assert _eligible_sessions(sample.db_path) == {}
+
+
+def test_a_session_left_with_rows_is_skipped_until_its_rows_change(sample, sample_settings):
+    from mnemo_ops.consolidation.steps import LEFT_OVER
+
+    waiting = _eligible_sessions(sample.db_path)
+    stuck, count = sorted(waiting.items())[0]
+    # As a night whose sleep left that session's rows untaken records it.
+    ledger = state.open_state(sample_settings.state_db_path)
+    LEFT_OVER.ensure(ledger)
+    ledger[LEFT_OVER.name].insert({"session_id": stuck, "eligible": count, "slept_at": "x"})
+    ledger.close()
+
+    first = run_job(sample_settings, JOB, show_progress=False)
+
+    assert first.status == "ok", first.error
+    assert first.stats["consolidation"]["sessions_unchanged"] == 1
+    assert _eligible_sessions(sample.db_path) == {stuck: count}  # the others slept, not it
+
+    # A new row old enough to take changes the session's count: it sleeps again.
+    connection = apsw.Connection(str(sample.db_path))
+    with transactions.immediate_transaction(connection):
+        connection.execute(
+            "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance) "
+            "VALUES ('leftover-new-row', 'Dana repotted the fig tree into a larger pot', "
+            "'conversation', '2020-01-01T10:00:00', ?, 0.5)",
+            (stuck,),
+        )
+    connection.close()
+    second = run_job(sample_settings, JOB, show_progress=False)
+    assert second.status == "ok", second.error
+    assert second.stats["consolidation"]["sessions_unchanged"] == 0
+    assert second.changes["items_consolidated"] == count + 1
+    assert _eligible_sessions(sample.db_path) == {}
+    ledger = state.open_state(sample_settings.state_db_path)
+    assert list(ledger[LEFT_OVER.name].rows) == []  # finished sessions are forgotten
+    ledger.close()

@@ -414,3 +414,51 @@ def test_a_run_with_nothing_new_makes_no_trial_and_a_new_row_brings_it_back(samp
     assert again["stats"]["canonical"]["mode"] == "incremental"
     assert again["stats"]["linking"]["mode"] == "incremental"
     assert "cafecafecafecafe" in {row[2] for row in current_auto_facts(sample.db_path)}
+
+
+def _segments(db_path: Path) -> int:
+    return query(db_path, "SELECT count(DISTINCT segid) FROM fts_working_idx")[0][0]
+
+
+def _add_rows_one_transaction_each(db_path: Path, count: int) -> None:
+    """Rows written as the agent writes them, one transaction each: each adds an FTS5 segment."""
+    connection = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        for number in range(count):
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute(
+                "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance) "
+                "VALUES (?, ?, 'conversation', datetime('now', 'localtime'), 'segments', 0.5)",
+                (f"seg{number:013d}", f"note {number} on the greenhouse heater and frost cloth"),
+            )
+            connection.execute("COMMIT")
+    finally:
+        connection.close()
+
+
+def test_a_crowded_index_is_merged_before_linking_and_a_dry_run_only_says_so(sample):
+    _add_rows_one_transaction_each(sample.db_path, 40)
+    crowded = _segments(sample.db_path)
+    assert crowded > 2, crowded  # FTS5's automerge leaves several levels of small segments
+    options = ("--option", "fts_merge_above_segments=2")
+    before = sample_snapshot(sample)
+    dry = run_job(sample, "--dry-run", *options)
+    assert dry["stats"]["fts_merge"]["planned"] == ["fts_working"]
+    assert_unchanged(before, sample_snapshot(sample))
+    matches_before = query(
+        sample.db_path, "SELECT rowid FROM fts_working WHERE fts_working MATCH 'greenhouse'"
+    )
+
+    real = run_job(sample, *options)
+
+    assert real["status"] == "ok", real["error"]
+    merged = real["stats"]["fts_merge"]["merged"]["fts_working"]
+    assert merged["segments_before"] == crowded and merged["segments_after"] == 1
+    assert merged["steps"] >= 1 and merged["stopped"] is None
+    assert real["checkpoint"]  # the merge is a write: the pre-write checkpoint came first
+    # The index answers as before (only its pages were rewritten).
+    assert sorted(matches_before) == sorted(
+        query(sample.db_path, "SELECT rowid FROM fts_working WHERE fts_working MATCH 'greenhouse'")
+    )
+    again = run_job(sample, "--force", *options)
+    assert "merged" not in again["stats"].get("fts_merge", {})  # one segment: nothing to merge
