@@ -22,16 +22,20 @@ SITE = Path(__file__).resolve().parent / "site"
 _DISABLING = ("MNEMOSYNE_NO_EMBEDDINGS", "MNEMOSYNE_SKIP_EMBEDDINGS", "MNEMOSYNE_EMBEDDINGS_OFF")
 
 
+def stdlib_loads_extensions() -> bool:
+    """True when this Python's own sqlite3 can load extensions (no swap needed)."""
+    import sqlite3
+
+    return hasattr(sqlite3.connect(":memory:"), "enable_load_extension")
+
+
 def vector_support() -> str | None:
     """None when this Python can run the vector path; else the reason it cannot."""
     for module in ("numpy", "sqlite_vec"):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed (pip install -e '.[test]' installs it)"
-    import sqlite3
-
-    if not hasattr(sqlite3.connect(":memory:"), "enable_load_extension"):
-        if importlib.util.find_spec("pysqlite3") is None:
-            return "this Python's sqlite3 cannot load extensions and pysqlite3 is not installed"
+    if not stdlib_loads_extensions() and importlib.util.find_spec("pysqlite3") is None:
+        return "this Python's sqlite3 cannot load extensions and pysqlite3 is not installed"
     return None
 
 
