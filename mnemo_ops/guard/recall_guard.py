@@ -39,6 +39,7 @@ from mnemo_ops import database
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database.snapshot import snapshot_database
+from mnemo_ops.evaluation.engines.mnemosyne import VectorsUnavailable
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
@@ -257,9 +258,15 @@ class RecallGuard:
                 # Nothing written: recall cannot have changed, and nothing is measured.
                 return self._unchanged(ctx, state_db, fingerprint, refreshed, trial_result, started)
             with ctx.progress.bar("recall guard: measuring", total=2) as bar:
-                before, after = _measure_both(
-                    settings, pristine, trial.db_path, refreshed.probes, suite
-                )
+                try:
+                    before, after = _measure_both(
+                        settings, pristine, trial.db_path, refreshed.probes, suite
+                    )
+                except VectorsUnavailable as error:
+                    # Not recorded in the guard's history: the change was never judged, and a
+                    # fixed model must not meet "refused, nothing changed since" next time.
+                    self._refuse_unmeasured(ctx, trial_result, error, started)
+                    return False
                 bar.advance(2)
             live_after = _live_ids(trial.db_path, [probe.memory_id for probe in refreshed.probes])
         finally:
@@ -279,6 +286,8 @@ class RecallGuard:
                 "seconds": round(time.monotonic() - started, 2),
             }
         )
+        if before.dense is not None:
+            figures["vectors"] = {"before": before.vector_stats(), "after": after.vector_stats()}
         ctx.result.stats["guard"] = figures
         history.record(
             state_db,
@@ -357,6 +366,29 @@ class RecallGuard:
             message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
             result.fail(message)
         return result.finish()
+
+    def _refuse_unmeasured(self, ctx: JobContext, trial_result, error, started: float) -> None:
+        """The trial's recall could not use the vectors the agent's recall uses: refuse, say why."""
+        ctx.result.stats["guard"] = {
+            "verdict": "refused",
+            "problems": [error.message],
+            "trial": {
+                "status": str(trial_result.status),
+                "error": trial_result.error,
+                "changes": trial_result.changes,
+            },
+            "seconds": round(time.monotonic() - started, 2),
+        }
+        ctx.warn(
+            "recall-guard-no-vectors",
+            error.message,
+            Severity.ERROR,
+            fix="make the embedding model the agent uses load in this environment, then run "
+            f"mnemo-ops run {ctx.job} again",
+        )
+        ctx.result.fail(
+            f"recall guard could not measure: {error.message}; the live database was not changed"
+        )
 
     def _refuse(self, ctx: JobContext, figures: dict[str, Any]) -> None:
         broken = "; ".join(

@@ -42,6 +42,21 @@ def vec_tables(connection: apsw.Connection) -> set[str]:
     }
 
 
+def keeps_vectors(connection: apsw.Connection) -> bool:
+    """True when the home's recall has a vector voice: a sqlite-vec table or Mnemosyne's JSON
+    store holds at least one vector (an empty ``memory_embeddings``, which Mnemosyne always creates,
+    means no model was ever used)."""
+    tables = vec_tables(connection)
+    for table in sorted(tables & {"vec_working", "vec_episodes"}):
+        if connection.execute(f"SELECT 1 FROM {table}_rowids LIMIT 1").fetchone():
+            return True
+    names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    return (
+        "memory_embeddings" in names
+        and connection.execute("SELECT 1 FROM memory_embeddings LIMIT 1").fetchone() is not None
+    )
+
+
 @dataclasses.dataclass
 class VectorCounts:
     """Live rows and the vectors recall can find for them."""

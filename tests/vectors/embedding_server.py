@@ -10,7 +10,8 @@ words and spellings are near, unrelated texts are almost orthogonal, and the sam
 the same vector, so recall with a vector voice is reproducible.
 
 The server runs in a thread of the test process (``http.server``), serves 127.0.0.1 only, counts
-the texts it embedded, and can be told to fail (HTTP 500) to stand for a model that cannot be
+the texts it embedded, and can be told to fail (HTTP 401, which Mnemosyne does not retry) to
+stand for a model that cannot be
 reached.
 """
 
@@ -82,7 +83,7 @@ class EmbeddingServer:
                     owner.requests += 1
                     failing = owner.failing
                 if failing or not self.path.rstrip("/").endswith("/embeddings"):
-                    self._answer(500 if failing else 404, {"error": {"message": "unavailable"}})
+                    self._answer(401 if failing else 404, {"error": {"message": "unavailable"}})
                     return
                 request = json.loads(body or b"{}")
                 texts = request.get("input", [])
