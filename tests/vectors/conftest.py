@@ -8,6 +8,7 @@ failure instead, so the suite never passes without having run them.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -91,3 +92,34 @@ def vector_cli(vector_home, embedding_server):
         )
 
     return call
+
+
+@pytest.fixture(scope="session")
+def vector_experiment_template(embedding_server, tmp_path_factory):
+    """The forgetting experiment's home (``tests/sleep``) written with embeddings on."""
+    from tests.sleep import homes
+    from tests.sleep.conftest import experiment_spec
+
+    layout = SampleLayout(tmp_path_factory.mktemp("vector-experiment") / "home")
+    for folder in (layout.data_dir, layout.memory_blocks_dir, layout.state_dir):
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    (layout.directory / "home").mkdir(mode=0o700)
+    for block in ("MEMORY.md", "USER.md"):
+        (layout.memory_blocks_dir / block).write_text("", encoding="utf-8")
+    completed = subprocess.run(
+        [sys.executable, homes.__file__, str(layout.db_path)],
+        input=json.dumps(experiment_spec()),
+        capture_output=True,
+        text=True,
+        env=vector_environment(layout.environ(), embedding_server),
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return layout, json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def vector_experiment(vector_experiment_template, tmp_path):
+    """A private copy of the vector experiment home and its ids by key."""
+    layout, ids = vector_experiment_template
+    return copy_home(layout, tmp_path / "experiment"), ids
