@@ -65,3 +65,24 @@ def test_evening_batch_summaries_get_vectors_by_the_next_monthly_maintenance(
     after = read_state(vector_home.db_path)
     assert after.episodes_indexed == after.episodes
     assert _run(vector_cli, "monthly-maintenance")["changes"] == {}
+
+
+def test_memory_block_migrate_moves_entries_with_vectors(vector_home, vector_cli):
+    before = read_state(vector_home.db_path)
+
+    # Low water marks, so the sample's blocks have entries to move into the database.
+    result = _run(
+        vector_cli,
+        "memory-block-migrate",
+        "--option",
+        "high_water=0.05",
+        "--option",
+        "low_water=0.02",
+    )
+
+    after = read_state(vector_home.db_path)
+    new = after.live - before.live
+    assert result["changes"]["entries_stored"] > 0
+    assert result["stats"]["guard"]["verdict"] == "ok"
+    assert new and new <= after.embedded and new <= after.indexed
+    assert after.live_without_vector == set()
