@@ -429,8 +429,7 @@ def dense_voice(db_path: Path, texts: list[str]) -> dict[str, Any]:
 
         status["model"] = str(getattr(embeddings, "_DEFAULT_MODEL", "") or "")
         status["available"] = bool(embeddings.available())
-        connection = beam._get_connection(db_path)
-        status["sqlite_vec"] = bool(getattr(connection, "_mnemosyne_vec_loaded", False))
+        status["sqlite_vec"] = _vec_loaded(beam._get_connection(db_path))
         if status["available"]:
             status["embedded"] = sum(
                 1 for text in texts if text and embeddings.embed_query(text) is not None
@@ -438,6 +437,15 @@ def dense_voice(db_path: Path, texts: list[str]) -> dict[str, Any]:
     except Exception as error:  # a model that raises on load: reported, never a crash of the eval
         status["error"] = f"{type(error).__name__}: {error}"
     return status
+
+
+def _vec_loaded(connection: Any) -> bool:
+    """True when sqlite-vec answers on Mnemosyne's connection (whichever code opened it)."""
+    try:
+        connection.execute("SELECT vec_version()").fetchone()
+        return True
+    except Exception:
+        return False
 
 
 def store(request: dict[str, Any]) -> dict[str, Any]:
