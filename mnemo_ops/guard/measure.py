@@ -13,7 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.evaluation.engines.base import Query
-from mnemo_ops.evaluation.engines.mnemosyne import AGENT_PROFILES, MnemosyneEngine
+from mnemo_ops.evaluation.engines.mnemosyne import (
+    AGENT_PROFILES,
+    MnemosyneEngine,
+    VectorsUnavailable,
+)
 from mnemo_ops.evaluation.evaluate import Evaluation, score_suite, suite_queries
 from mnemo_ops.evaluation.metrics import Retrieved
 from mnemo_ops.evaluation.receives import Receives, summarize
@@ -33,6 +37,8 @@ class Measurement:
     suite: Evaluation | None = None
     receives: Receives | None = None
     """What the agent was given per turn for the probes, and what recalling it cost."""
+    dense: dict[str, Any] | None = None
+    """The recall's vector voice (``MnemosyneEngine.last_dense``)."""
     error: str | None = None
     """Set when Mnemosyne could not recall at all (every probe counts as missed)."""
     turns: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -59,6 +65,13 @@ class Measurement:
             f"mrr@{self.cutoff}": round(self.mrr, 4),
         }
 
+    def vector_stats(self) -> dict[str, Any] | None:
+        """The recall's vector voice in short: model, sqlite-vec, queries embedded, the home's."""
+        if self.dense is None:
+            return None
+        keys = ("model", "sqlite_vec", "queries", "embedded", "home_keeps_vectors", "switched_off")
+        return {key: self.dense.get(key) for key in keys}
+
     def to_stats(self) -> dict[str, Any]:
         """The figures for the result's stats and the guard history."""
         data: dict[str, Any] = {"probes": len(self.ranks), **self.metrics()}
@@ -66,6 +79,8 @@ class Measurement:
             data["error"] = self.error
         if self.receives is not None:
             data["receives"] = self.receives.to_stats()
+        if self.dense is not None:
+            data["vectors"] = self.vector_stats()
         if self.suite is not None:
             data["suite"] = {
                 "path": str(self.suite.suite.path),
@@ -136,6 +151,8 @@ def measure(
             if queries or case_queries
             else []
         )
+    except VectorsUnavailable:
+        raise  # not a property of the copy: the guard refuses to measure at all
     except MnemoOpsError as error:
         # Mnemosyne cannot recall from this database at all (e.g. damage it trips over): nothing
         # the agent asks for reaches it, which is what the measurement records.
@@ -161,4 +178,5 @@ def measure(
         suite=evaluation,
         receives=summarize(engine.last_turns[: len(queries)]),
         turns=list(engine.last_turns[: len(queries)]),
+        dense=engine.last_dense,
     )

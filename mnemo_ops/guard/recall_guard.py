@@ -50,7 +50,7 @@ from mnemo_ops import database
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database.snapshot import snapshot_database
-from mnemo_ops.evaluation.engines.mnemosyne import COST_SAMPLE
+from mnemo_ops.evaluation.engines.mnemosyne import COST_SAMPLE, VectorsUnavailable
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
@@ -332,38 +332,44 @@ class RecallGuard:
                 # copy, which nothing else has open (a reflink where the filesystem has them).
                 before_db = snapshot_database(trial.db_path, trial.folder / "before")
             suite = _suite(settings)
-            sample, rest = probes.spread_sample(
-                refreshed.probes,
-                settings.guard.first_sample,
-                probes.answered(state_db),
-                leading=COST_SAMPLE,
-            )
-            with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-                # The first sample is measured on the "before" copy while the job runs on the
-                # trial copy (a worker process beside this one: the two overlap in time).
-                before_first = pool.submit(
-                    _measure_timed, clock, "measure_before", settings, before_db, sample, suite
+            try:
+                sample, rest = probes.spread_sample(
+                    refreshed.probes,
+                    settings.guard.first_sample,
+                    probes.answered(state_db),
+                    leading=COST_SAMPLE,
                 )
-                with clock.phase("job_on_copy"):
-                    trial_result = self._run_on_copy(ctx, job, trial)
-                if any(trial_result.changes.values()):
-                    after_first = _measure_timed(
-                        clock, "measure_after", settings, trial.db_path, sample, suite
+                with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+                    # The first sample is measured on the "before" copy while the job runs on the
+                    # trial copy (a worker process beside this one: the two overlap in time).
+                    before_first = pool.submit(
+                        _measure_timed, clock, "measure_before", settings, before_db, sample, suite
                     )
-                before_first = before_first.result()
-            if not any(trial_result.changes.values()):
-                # Nothing written: recall cannot have changed, and the measurement is not used.
-                return self._unchanged(
-                    ctx, state_db, fingerprint, refreshed, trial_result, started, clock
+                    with clock.phase("job_on_copy"):
+                        trial_result = self._run_on_copy(ctx, job, trial)
+                    if any(trial_result.changes.values()):
+                        after_first = _measure_timed(
+                            clock, "measure_after", settings, trial.db_path, sample, suite
+                        )
+                    before_first = before_first.result()
+                if not any(trial_result.changes.values()):
+                    # Nothing written: recall cannot have changed, and the measurement is not used.
+                    return self._unchanged(
+                        ctx, state_db, fingerprint, refreshed, trial_result, started, clock
+                    )
+                verdict, before, after, sampling = self._decide_by_sample(
+                    settings,
+                    (sample, rest),
+                    (before_first, after_first),
+                    before_db,
+                    trial.db_path,
+                    clock,
                 )
-            verdict, before, after, sampling = self._decide_by_sample(
-                settings,
-                (sample, rest),
-                (before_first, after_first),
-                before_db,
-                trial.db_path,
-                clock,
-            )
+            except VectorsUnavailable as error:
+                # Not recorded in the guard's history: the change was never judged, and a
+                # fixed model must not meet "refused, nothing changed since" next time.
+                self._refuse_unmeasured(ctx, trial_result, error, started)
+                return False
         finally:
             trial.remove()
         figures = verdict.to_stats()
@@ -385,6 +391,8 @@ class RecallGuard:
                 "seconds_by_phase": clock.to_stats(),
             }
         )
+        if before.dense is not None:
+            figures["vectors"] = {"before": before.vector_stats(), "after": after.vector_stats()}
         ctx.result.stats["guard"] = figures
         # What the live database will answer: the changed copy's when accepted, else as it was.
         if not (before.error or after.error):
@@ -500,6 +508,29 @@ class RecallGuard:
             message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
             result.fail(message)
         return result.finish()
+
+    def _refuse_unmeasured(self, ctx: JobContext, trial_result, error, started: float) -> None:
+        """The trial's recall could not use the vectors the agent's recall uses: refuse, say why."""
+        ctx.result.stats["guard"] = {
+            "verdict": "refused",
+            "problems": [error.message],
+            "trial": {
+                "status": str(trial_result.status),
+                "error": trial_result.error,
+                "changes": trial_result.changes,
+            },
+            "seconds": round(time.monotonic() - started, 2),
+        }
+        ctx.warn(
+            "recall-guard-no-vectors",
+            error.message,
+            Severity.ERROR,
+            fix="make the embedding model the agent uses load in this environment, then run "
+            f"mnemo-ops run {ctx.job} again",
+        )
+        ctx.result.fail(
+            f"recall guard could not measure: {error.message}; the live database was not changed"
+        )
 
     def _refuse(self, ctx: JobContext, figures: dict[str, Any]) -> None:
         broken = "; ".join(

@@ -32,6 +32,7 @@ import apsw
 
 from mnemo_ops import database
 from mnemo_ops.foundation.clock import local_now
+from mnemo_ops.integrity import vectors
 
 REVIEW_SAMPLE = 10
 """How many ids a finding names before it says "and N more"."""
@@ -86,6 +87,10 @@ class Audit:
     lineage_closures: list[Closure] = dataclasses.field(default_factory=list)
     vectors_missing: list[str] = dataclasses.field(default_factory=list)
     embedding_available: bool = False
+    vector_counts: vectors.VectorCounts | None = None
+    """The sqlite-vec tables counted against live rows (None: the home keeps none)."""
+    vector_writer: vectors.VectorWriter | None = None
+    """Whether Mnemosyne here can write sqlite-vec vectors (asked only when some are missing)."""
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def add(self, code: str, severity: str, message: str, fix: str | None = None) -> None:
@@ -610,7 +615,9 @@ def missing_vectors(connection: apsw.Connection, audit: Audit, tables: set[str])
 
 
 def vector_findings(audit: Audit, dry_run: bool) -> None:
-    """One finding for rows without vectors: re-embedded, or one counted warning without a model."""
+    """One finding for rows without vectors: re-embedded, or one counted warning without a model;
+    then the sqlite-vec tables against live rows (``index_findings``)."""
+    index_findings(audit, dry_run)
     missing = audit.vectors_missing
     if not missing:
         return
@@ -628,6 +635,77 @@ def vector_findings(audit: Audit, dry_run: bool) -> None:
             f"live working rows without a vector: {len(missing)} (ids {sample(missing)}); no embedding "
             "model is available to re-embed them: install fastembed or configure MNEMOSYNE_EMBEDDING_MODEL, "
             "then run monthly-maintenance again",
+        )
+
+
+def sqlite_vec_writable(audit: Audit) -> bool:
+    """True when the probe found that Mnemosyne here loads sqlite-vec."""
+    return audit.vector_writer is not None and audit.vector_writer.sqlite_vec
+
+
+def episodes_embeddable(audit: Audit) -> bool:
+    """True when missing episode vectors can be written: sqlite-vec and the model both work."""
+    return sqlite_vec_writable(audit) and audit.vector_writer.model_available
+
+
+def planned_index_writes(audit: Audit) -> tuple[int, int]:
+    """(vec_working rows to mirror, vec_episodes rows to add) the repair will write."""
+    counts = audit.vector_counts
+    if counts is None or not sqlite_vec_writable(audit):
+        return 0, 0
+    reembedded = len(audit.vectors_missing) if audit.embedding_available else 0
+    episodes = len(counts.unindexed_episodes) if episodes_embeddable(audit) else 0
+    return len(counts.unindexed_working) + reembedded, episodes
+
+
+def index_findings(audit: Audit, dry_run: bool) -> None:
+    """Rows recall's vector voice cannot find (no sqlite-vec row): repaired, or one warning why not."""
+    counts = audit.vector_counts
+    if counts is None:
+        return
+    audit.stats["vectors"] = counts.to_stats()
+    writer = audit.vector_writer
+    why = (writer.reason if writer else None) or "sqlite-vec cannot be loaded here"
+    working = len(counts.unindexed_working)
+    if working:
+        if sqlite_vec_writable(audit):
+            audit.add(
+                "vectors-unindexed",
+                "warning",
+                f"working rows with a stored embedding but no sqlite-vec vector: {working}; "
+                f"{outcome('mirrored into vec_working', dry_run)} through Mnemosyne",
+            )
+        else:
+            audit.add(
+                "vectors-unindexed-no-sqlite-vec",
+                "warning",
+                f"working rows with a stored embedding but no sqlite-vec vector: {working} "
+                f"(ids {sample(counts.unindexed_working)}); not mirrored: {why}",
+            )
+    episodes = len(counts.unindexed_episodes)
+    if episodes:
+        if episodes_embeddable(audit):
+            audit.add(
+                "episode-vectors-missing",
+                "warning",
+                f"live episodes without a vector: {episodes}; "
+                f"{outcome('embedded', dry_run)} through Mnemosyne's embedding model",
+            )
+        else:
+            reason = why if not sqlite_vec_writable(audit) else "no embedding model is available"
+            audit.add(
+                "episode-vectors-missing-no-model",
+                "warning",
+                f"live episodes without a vector: {episodes} (ids "
+                f"{sample(counts.unindexed_episodes)}); not embedded: {reason}; fix it, then run "
+                "monthly-maintenance again",
+            )
+    if counts.orphans:
+        audit.add(
+            "vectors-orphaned",
+            "info",
+            f"sqlite-vec rows whose memory row no longer exists: {counts.orphans}; recall never "
+            "returns them; kept",
         )
 
 
@@ -682,6 +760,7 @@ def run_audit(
     unconfirmed_facts(connection, audit, tables, options.unconfirmed_fact_age_days)
     if lifecycle:
         missing_vectors(connection, audit, tables)
+        audit.vector_counts = vectors.count_vectors(connection, local_now().isoformat())
     if not lifecycle:
         audit.stats["checks_skipped"] = ["superseded_by", "auto_lineages", "vectors"]
     return audit

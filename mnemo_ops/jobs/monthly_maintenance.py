@@ -23,8 +23,9 @@ from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.database import snapshot
 from mnemo_ops.disk import reserve
+from mnemo_ops.foundation.child_process import ChildProcessFailed
 from mnemo_ops.foundation.errors import DatabaseError, MnemoOpsError
-from mnemo_ops.integrity import checks, repairs
+from mnemo_ops.integrity import checks, repairs, vectors
 from mnemo_ops.integrity.embedding import load_embedder
 
 _FTS_TABLE_IN_MESSAGE = re.compile(r'(?:table "|main\.)(\w+)')
@@ -127,6 +128,12 @@ def audit_database(
         audit.embedding_available = (
             load_embedder(ctx.settings.db_path, ctx.settings.hermes_home) is not None
         )
+    counts = audit.vector_counts
+    if counts is not None and (
+        audit.vectors_missing or counts.unindexed_working or counts.unindexed_episodes
+    ):
+        # Asked only when something is missing: a child that loads Mnemosyne, not the database.
+        audit.vector_writer = vectors.probe_writer(ctx.settings.db_path, ctx.settings.hermes_home)
     checks.vector_findings(audit, ctx.dry_run)
     return audit
 
@@ -142,6 +149,8 @@ def planned_changes(audit: checks.Audit) -> dict[str, int]:
         "triples_closed": len(audit.triple_closures),
         "auto_lineages_closed": len(audit.lineage_closures),
         "vectors_reembedded": len(audit.vectors_missing) if audit.embedding_available else 0,
+        "vectors_indexed": checks.planned_index_writes(audit)[0],
+        "episode_vectors_added": checks.planned_index_writes(audit)[1],
     }
 
 
@@ -165,6 +174,8 @@ def apply_repairs(ctx: JobContext, audit: checks.Audit, options: dict[str, Any])
         done["auto_lineages_closed"] = repairs.apply_closures(connection, audit.lineage_closures)
         if audit.vectors_missing and audit.embedding_available:
             done["vectors_reembedded"] = _reembed(ctx, connection, audit.vectors_missing)
+        if any(checks.planned_index_writes(audit)):
+            done["vectors_indexed"], done["episode_vectors_added"] = _index(ctx, audit)
         ctx.result.stats["maintenance"] = repairs.optimize(
             connection,
             _fts_tables(connection),
@@ -190,6 +201,32 @@ def _reembed(ctx: JobContext, connection: apsw.Connection, memory_ids: list[str]
             "vectors-reembed-failed", f"re-embedding stopped after {stored} rows: {error}", "error"
         )
     return stored
+
+
+def _index(ctx: JobContext, audit: checks.Audit) -> tuple[int, int]:
+    """Mirror stored embeddings into vec_working and embed the episodes without a vector, through
+    Mnemosyne in a child process (it loads sqlite-vec; we never do)."""
+    episodes = audit.vector_counts.unindexed_episodes if checks.episodes_embeddable(audit) else []
+    batches = -(-len(episodes) // vectors.EPISODE_BATCH)
+    with ctx.progress.bar("indexing vectors", 1 + batches) as bar:
+        try:
+            reply = vectors.write_vectors(
+                ctx.settings.db_path,
+                ctx.settings.hermes_home,
+                episodes,
+                timeout_s=None,
+                progress=lambda data: bar.advance(1),
+            )
+        except ChildProcessFailed as error:
+            ctx.warn("vectors-index-failed", f"writing sqlite-vec vectors failed: {error}", "error")
+            return 0, 0
+    if reply.get("error"):  # the model failed part-way: what was written stays
+        ctx.warn(
+            "vectors-index-failed",
+            f"embedding episodes stopped after {reply['episodes_added']}: {reply['error']}",
+            "error",
+        )
+    return int(reply["mirrored"]), int(reply["episodes_added"])
 
 
 def preflight(ctx: JobContext) -> None:

@@ -31,13 +31,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.database import versions
+from mnemo_ops.database import open_memory_db, versions
 from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
 from mnemo_ops.database.snapshot import fold_wal, snapshot_database
 from mnemo_ops.evaluation.engines.base import Query
 from mnemo_ops.evaluation.metrics import Retrieved
 from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
-from mnemo_ops.foundation.errors import UsageError
+from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
+from mnemo_ops.integrity.vectors import keeps_vectors
 
 WORKER_MODULE = "mnemo_ops.evaluation.engines.mnemosyne_worker"
 
@@ -82,6 +83,37 @@ COST_SAMPLE = 40
 """Queries of a run whose recall cost is measured (the first ones: the same before and after)."""
 HERMES_MARKERS = ("config.yaml", "state.db", "memories")
 """What tells a Hermes agent's home from the ``~/.hermes`` folder Mnemosyne alone would create."""
+
+
+EMBEDDINGS_OFF = (
+    "MNEMOSYNE_NO_EMBEDDINGS",
+    "MNEMOSYNE_SKIP_EMBEDDINGS",
+    "MNEMOSYNE_EMBEDDINGS_OFF",
+)
+"""Mnemosyne's switches that turn its vector voice off on purpose."""
+
+
+class VectorsUnavailable(MnemoOpsError):
+    """The home recalls with vectors but this recall could not embed: measuring it would measure a
+    different recall from the agent's, so the eval and the guard refuse."""
+
+
+def dense_problem(dense: dict[str, Any] | None) -> str | None:
+    """Why the recall just made had no vector voice although the model was meant to be on, or None."""
+    if dense is None:
+        return "the recall worker did not report its vector voice"
+    model = dense.get("model") or "the embedding model"
+    if dense.get("error"):
+        return f"{model} could not be loaded ({dense['error']})"
+    if not dense.get("available"):
+        return f"{model} is not available in this environment (not installed or not configured)"
+    missing = int(dense.get("queries") or 0) - int(dense.get("embedded") or 0)
+    if missing > 0:
+        return (
+            f"{model} gave no vector for {missing} of {dense['queries']} queries "
+            "(it cannot be loaded or reached)"
+        )
+    return None
 
 
 def _flag(value: bool) -> str:
@@ -143,6 +175,9 @@ class MnemosyneEngine:
         self.hermes_home = Path(hermes_home) if hermes_home else None
         self.cost_sample = cost_sample
         self.profile_used: str | None = None
+        self.last_dense: dict[str, Any] | None = None
+        """The last recall's vector voice, as the worker reported it, with ``home_keeps_vectors``
+        and ``switched_off`` (the environment turned Mnemosyne's embeddings off on purpose)."""
         """The profile the last run really used (``hermes`` falls back to the approximation)."""
         self.plugin_version: str | None = None
         self.last_turns: list[dict[str, Any]] = []
@@ -271,6 +306,7 @@ class MnemosyneEngine:
                 # unless the config turned cross-session recall off explicitly.
                 "sessionless_cross_session": self.cross_session is not False,
             }
+            home_vectors = _keeps_vectors(snapshot)
             try:
                 reply = run_worker(
                     request, environment, progress, self.timeout_s, python=self.python
@@ -278,6 +314,8 @@ class MnemosyneEngine:
             finally:
                 if self.in_place:
                     fold_wal(snapshot)
+        if work.get("mode") == "recall":
+            self._check_vectors(reply, home_vectors, environment)
         if reply.get(
             "mnemosyne_version"
         ):  # the version that really recalled, reported by the worker
@@ -285,6 +323,29 @@ class MnemosyneEngine:
         self.profile_used = reply.get("profile_used") or self.profile
         self.plugin_version = reply.get("plugin_version")
         return reply
+
+    def _check_vectors(
+        self, reply: dict[str, Any], home_vectors: bool, environment: dict[str, str]
+    ) -> None:
+        """Refuse a recall that ran without the vector voice the home's recall has.
+
+        Mnemosyne falls back to keyword recall without a word when its model fails; on a home that
+        keeps vectors that would measure a different recall from the agent's. Only an off switch
+        set on purpose in the environment (the agent runs without vectors) lets it through, and
+        ``last_dense["switched_off"]`` says so.
+        """
+        dense = dict(reply.get("dense") or {})
+        switched_off = any(environment.get(name) for name in EMBEDDINGS_OFF)
+        dense.update({"home_keeps_vectors": home_vectors, "switched_off": switched_off})
+        self.last_dense = dense
+        if not home_vectors or switched_off:
+            return
+        problem = dense_problem(reply.get("dense"))
+        if problem:
+            raise VectorsUnavailable(
+                f"the agent's home recalls with vectors, but {problem}: refusing to measure recall "
+                "without them (fix the embedding configuration of this environment, the agent's)"
+            )
 
     def _copy_hermes_config(self, temporary_home: Path) -> None:
         """The agent's Hermes config.yaml beside the snapshot: the plugin reads its settings there."""
@@ -294,6 +355,14 @@ class MnemosyneEngine:
         if source.is_file() and not source.is_symlink():
             temporary_home.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, temporary_home / "config.yaml")
+
+
+def _keeps_vectors(db_path: Path) -> bool:
+    connection = open_memory_db(db_path, readonly=True)
+    try:
+        return keeps_vectors(connection)
+    finally:
+        connection.close()
 
 
 def run_worker(

@@ -404,7 +404,48 @@ def recall(request: dict[str, Any]) -> dict[str, Any]:
         "turns": turns,
         "profile_used": used,
         "plugin_version": plugin_version() if plugin is not None else None,
+        "dense": dense_voice(db_path, [query["text"] for query in request["queries"]]),
     }
+
+
+def dense_voice(db_path: Path, texts: list[str]) -> dict[str, Any]:
+    """Whether the recall just made had its vector voice, as Mnemosyne decides it.
+
+    Mnemosyne falls back to keyword recall without a word when its model fails (``embed_query``
+    returns None), so the fallback is looked for here: the model's availability, sqlite-vec on
+    Mnemosyne's connection, and how many of the queries got a query vector (Mnemosyne caches each
+    query's vector, so asking again costs no second model call for the texts it embedded).
+    """
+    status: dict[str, Any] = {
+        "model": None,
+        "available": False,
+        "sqlite_vec": False,
+        "queries": len(texts),
+        "embedded": 0,
+        "error": None,
+    }
+    try:
+        from mnemosyne.core import beam, embeddings
+
+        status["model"] = str(getattr(embeddings, "_DEFAULT_MODEL", "") or "")
+        status["available"] = bool(embeddings.available())
+        status["sqlite_vec"] = _vec_loaded(beam._get_connection(db_path))
+        if status["available"]:
+            status["embedded"] = sum(
+                1 for text in texts if text and embeddings.embed_query(text) is not None
+            )
+    except Exception as error:  # a model that raises on load: reported, never a crash of the eval
+        status["error"] = f"{type(error).__name__}: {error}"
+    return status
+
+
+def _vec_loaded(connection: Any) -> bool:
+    """True when sqlite-vec answers on Mnemosyne's connection (whichever code opened it)."""
+    try:
+        connection.execute("SELECT vec_version()").fetchone()
+        return True
+    except Exception:
+        return False
 
 
 def store(request: dict[str, Any]) -> dict[str, Any]:
