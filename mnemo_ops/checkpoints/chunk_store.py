@@ -768,55 +768,6 @@ def new_pack_name(name: str) -> str:
     return f"{stamp}-{secrets.token_hex(4)}"
 
 
-class _MemoryFile:
-    """Any other file SQLite opens on the target (none is expected with journal_mode OFF)."""
-
-    def __init__(self):
-        self.data = bytearray()
-        self.size = 0
-
-    def xRead(self, amount: int, offset: int) -> bytes:
-        piece = bytes(self.data[offset : offset + amount])
-        return piece + bytes(amount - len(piece))
-
-    def xWrite(self, data: bytes, offset: int) -> None:
-        if len(self.data) < offset:
-            self.data.extend(bytes(offset - len(self.data)))
-        self.data[offset : offset + len(data)] = data
-        self.size = len(self.data)
-
-    def xTruncate(self, newsize: int) -> None:
-        del self.data[newsize:]
-        self.size = len(self.data)
-
-    def xFileSize(self) -> int:
-        return self.size
-
-    def xSync(self, flags: int) -> None:
-        return None
-
-    def xLock(self, level: int) -> None:
-        return None
-
-    def xUnlock(self, level: int) -> None:
-        return None
-
-    def xCheckReservedLock(self) -> bool:
-        return False
-
-    def xFileControl(self, op: int, pointer: int) -> bool:
-        return False
-
-    def xSectorSize(self) -> int:
-        return 4096
-
-    def xDeviceCharacteristics(self) -> int:
-        return 0
-
-    def xClose(self) -> None:
-        self.data.clear()
-
-
 class _ReadingFile(_MemoryFile):
     """A checkpoint's database read straight from the store (read-only: verify writes nothing,
     and needs no free space, however full the disk is). A few recent chunks are kept in memory."""

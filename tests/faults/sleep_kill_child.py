@@ -54,7 +54,7 @@ def main() -> None:
     transactions.write_batch = write_batch
     layout = SampleLayout(Path(home))
     with freeze_time(datetime.fromisoformat(moment), tick=True):
-        result = run_sleep(settings_for(layout, Path(home)))
+        result = run_sleep(settings_for(layout, Path(home), "sleep:\n  confirmation_edges: true\n"))
     print("completed", result.status, result.error)
 
 

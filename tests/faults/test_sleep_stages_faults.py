@@ -22,6 +22,8 @@ from tests.sleep.conftest import query, run_sleep, settings_for
 from tests.sleep.homes import build
 from tests.sleep.test_reinforcement import CANONICAL, CONTRADICTIONS, RESTATEMENTS, TRIPLES
 
+EDGES_ON = "sleep:\n  confirmation_edges: true\n"
+"""Every kind of write of the stages, the optional confirmation edges included, is killed here."""
 ROOT = Path(__file__).resolve().parents[2]
 WRITER = Path(__file__).with_name("live_writer.py")
 CHATTER = [
@@ -107,7 +109,7 @@ def picture(layout) -> dict:
 def night(layout, tmp_path, number: int, minutes_later: int = 0):
     """Night `number`, `minutes_later` into it (a rerun comes after the killed run: time goes on)."""
     with freeze_time(NIGHTS[number] + timedelta(minutes=minutes_later), tick=True):
-        result = run_sleep(settings_for(layout, tmp_path))
+        result = run_sleep(settings_for(layout, tmp_path, EDGES_ON))
     assert result.status == "ok", result.error
     return result
 
