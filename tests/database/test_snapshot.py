@@ -22,6 +22,8 @@ for table in ("pair_a", "pair_b"):
         f"WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400) "
         f"INSERT INTO {table} SELECT i, 0, randomblob(3000) FROM n"
     )
+for table in ("pair_a", "pair_b"):  # one commit before the first copy: it holds something to count
+    connection.execute(f"UPDATE {table} SET v = 1 WHERE id = 1")
 print("ready", flush=True)
 deadline = time.monotonic() + float(sys.argv[2])
 while time.monotonic() < deadline:
