@@ -225,23 +225,7 @@ def recorded(
     state_db, night: str | None = None, include_restored: bool = False
 ) -> list[dict[str, Any]]:
     """The archive records (forgotten and contradicted) that were written, newest night first."""
-    if not store.has_tables(state_db):
-        return []
-    conditions = ["applied = 1"]
-    parameters: list[Any] = []
-    if night:
-        conditions.append("night = ?")
-        parameters.append(night)
-    if not include_restored:
-        conditions.append("restored_at IS NULL")
-    return list(
-        store.rows(
-            state_db,
-            f"SELECT * FROM {store.ARCHIVE} WHERE {' AND '.join(conditions)} "
-            "ORDER BY night DESC, id",
-            parameters,
-        )
-    )
+    return store.written_records(state_db, store.ARCHIVE, night, include_restored)
 
 
 def describe(connection: apsw.Connection, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -286,11 +270,7 @@ def select_for_restore(
     state_db, memory_ids: list[str], night: str | None, everything: bool
 ) -> list[dict[str, Any]]:
     """The unrestored records named by memory id, by night, or all of them."""
-    entries = recorded(state_db, night=night)
-    if everything or night:
-        return entries
-    wanted = set(memory_ids)
-    return [entry for entry in entries if store.split_key(entry["memory_key"])[1] in wanted]
+    return store.named_records(recorded(state_db, night=night), memory_ids, night, everything)
 
 
 def restore(

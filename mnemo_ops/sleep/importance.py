@@ -241,24 +241,11 @@ def _write(connection: apsw.Connection, batch: list[dict[str, Any]]) -> dict[int
     return outcome
 
 
-def recorded(state_db, night: str | None = None, include_restored: bool = False) -> list[dict]:
+def recorded(
+    state_db, night: str | None = None, include_restored: bool = False
+) -> list[dict[str, Any]]:
     """The raises that were written, newest night first (optionally one night's, or restored ones)."""
-    if state_db is None or store.IMPORTANCE not in state_db.table_names():
-        return []
-    conditions, parameters = ["applied = 1"], []
-    if night:
-        conditions.append("night = ?")
-        parameters.append(night)
-    if not include_restored:
-        conditions.append("restored_at IS NULL")
-    return list(
-        store.rows(
-            state_db,
-            f"SELECT * FROM {store.IMPORTANCE} WHERE {' AND '.join(conditions)} "
-            "ORDER BY night DESC, id",
-            parameters,
-        )
-    )
+    return store.written_records(state_db, store.IMPORTANCE, night, include_restored)
 
 
 def describe(connection: apsw.Connection, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -328,8 +315,4 @@ def select_for_restore(
     state_db, memory_ids: list[str], night: str | None, everything: bool
 ) -> list[dict[str, Any]]:
     """The unrestored raises named by memory id, by night, or all of them."""
-    entries = recorded(state_db, night=night)
-    if everything or night:
-        return entries
-    wanted = set(memory_ids)
-    return [entry for entry in entries if store.split_key(entry["memory_key"])[1] in wanted]
+    return store.named_records(recorded(state_db, night=night), memory_ids, night, everything)

@@ -141,3 +141,35 @@ def chunks(items: list, size: int = 500) -> Iterator[list]:
     """`items` in lists of at most `size` (for IN (...) lists and write batches)."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def written_records(
+    state_db, table: str, night: str | None = None, include_restored: bool = False
+) -> list[dict[str, Any]]:
+    """A stage's records in `table` that were written, newest night first (optionally one night's,
+    or also the restored ones); none when state.db or the table is missing."""
+    if state_db is None or table not in state_db.table_names():
+        return []
+    conditions, parameters = ["applied = 1"], []
+    if night:
+        conditions.append("night = ?")
+        parameters.append(night)
+    if not include_restored:
+        conditions.append("restored_at IS NULL")
+    return list(
+        rows(
+            state_db,
+            f"SELECT * FROM {table} WHERE {' AND '.join(conditions)} ORDER BY night DESC, id",
+            parameters,
+        )
+    )
+
+
+def named_records(
+    entries: list[dict[str, Any]], memory_ids: list[str], night: str | None, everything: bool
+) -> list[dict[str, Any]]:
+    """Of `entries` (already one night's when `night`), those a restore names: all, or by id."""
+    if everything or night:
+        return entries
+    wanted = set(memory_ids)
+    return [entry for entry in entries if split_key(entry["memory_key"])[1] in wanted]
