@@ -6,20 +6,33 @@ through ``Mnemosyne.remember`` (the agent's own code path, Python's sqlite3 with
 timeout) and, when STOP_FILE appears, writes a JSON report: how many writes succeeded, which ids,
 every error message, and the latency of every write in milliseconds. Every fourth write is a
 user-stated fact of importance 0.8, the kind the canonical promotion trigger promotes.
+
+Mnemosyne itself deletes a session's oldest working-memory rows beyond ``MNEMOSYNE_WM_MAX_ITEMS``
+(10,000 by default; ``BeamMemory._trim_working_memory`` after each remember). A slow job beside this
+writer (a busy-core run takes minutes at 50 writes/s) passes that count, and the agent's own trim then
+removes its first writes: the check "every row the agent wrote is there" would blame the job for
+Mnemosyne's retention. The writer therefore raises the limit for its own process (unless the caller
+set one), and the report says which limit it wrote under.
 """
 
 import collections
 import json
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
+
+WRITES_KEPT = 10_000_000
+"""The working-memory limit the writer runs under: more writes than any test makes."""
 
 
 def main() -> None:
     """Write until the stop file appears, then report."""
     db_path, stop_file, report_file = (Path(arg) for arg in sys.argv[1:4])
     interval_s = float(sys.argv[4]) if len(sys.argv) > 4 else 0.005
+    # Read by Mnemosyne when its module is imported, so set before the import below.
+    os.environ.setdefault("MNEMOSYNE_WM_MAX_ITEMS", str(WRITES_KEPT))
     from mnemosyne.core.memory import Mnemosyne
 
     memory = Mnemosyne(session_id="live-agent", db_path=db_path)
@@ -72,6 +85,7 @@ def main() -> None:
                 "details": details,
                 "latencies_ms": latencies_ms,
                 "error_times": error_times,
+                "wm_max_items": int(os.environ["MNEMOSYNE_WM_MAX_ITEMS"]),
             }
         )
     )

@@ -8,6 +8,7 @@ its transactions and the agent's machine is rarely idle.
 """
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -73,6 +74,7 @@ def test_job_runs_beside_a_live_writer(sample, job, load, request):
     }
     assert report["errors"] == [], json.dumps(evidence, indent=1)
     assert report["written"], "the writer wrote nothing: the test proved nothing"
+    assert len(report["written"]) < report["wm_max_items"], "Mnemosyne's own trim would remove rows"
     connection = database.open_memory_db(sample.db_path, readonly=True)
     present = {
         row[0]
@@ -83,3 +85,37 @@ def test_job_runs_beside_a_live_writer(sample, job, load, request):
     }
     connection.close()
     assert present == set(report["written"])
+
+
+def test_mnemosynes_own_trim_is_what_the_writer_raises(tmp_path):
+    """The writer's limit is not cosmetic: under Mnemosyne's limit its first writes disappear.
+
+    Mnemosyne deletes a session's oldest unconsolidated working-memory rows beyond
+    MNEMOSYNE_WM_MAX_ITEMS after each remember. With no job at all and a limit of 40, the writer's
+    own rows go missing; that is the failure the writer's raised limit keeps out of the job tests
+    (a CI run once blamed a busy-core memory-maintain run for it).
+    """
+    stop_file, report_file = tmp_path / "stop", tmp_path / "writer.json"
+    environment = dict(os.environ, MNEMOSYNE_WM_MAX_ITEMS="40")
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            str(WRITER),
+            str(tmp_path / "memory.db"),
+            str(stop_file),
+            str(report_file),
+        ],
+        env=environment,
+    )
+    deadline = time.monotonic() + 60
+    while not Path(f"{report_file}.started").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(2)
+    stop_file.write_text("stop")
+    writer.wait(timeout=60)
+    report = json.loads(report_file.read_text())
+    assert report["wm_max_items"] == 40 and len(report["written"]) > 40, report["errors"]
+    connection = database.open_memory_db(tmp_path / "memory.db", readonly=True)
+    kept = connection.execute("SELECT count(*) FROM working_memory").fetchone()[0]
+    connection.close()
+    assert kept == 40
