@@ -7,22 +7,16 @@ import typer
 from mnemo_ops.commands.sleep_records import RecordsGroup, register_group
 from mnemo_ops.sleep import importance
 
-RESTORE_JOB = "importance-restore"
-"""The ledger name of ``mnemo-ops importance restore`` (a command, recorded like a run)."""
-
 GROUP = RecordsGroup(
     name="importance",
     help="User statements whose importance the sleep stages raised past the Hermes plugin's cut, "
     "and putting the old values back.\n\nExample: mnemo-ops importance list",
     list_help="Raised importances: id, night, why, the value before and after, whether ours is "
-    "still there, and the start of the text.\n\n"
-    "Exit codes: 0 listed, 2 no database.\n\n"
-    "Example: mnemo-ops --json importance list --night 2026-05-04",
-    restore_help="Put back the importance the named memories had before the sleep stages raised "
-    "it, of one night's (--night), or of all (--all); a memory changed since is left alone and "
-    "counted. A restored memory is never raised again.\n\n"
-    "Exit codes: 0 done, 2 nothing named or no such record, 75 another writer holds the lock.\n\n"
-    "Example: mnemo-ops importance restore --all --dry-run",
+    "still there, and the start of the text.",
+    list_example="mnemo-ops --json importance list --night 2026-05-04",
+    restore_help="Put back the importance the sleep stages raised to its value before, for the "
+    "named memories",
+    restore_example="mnemo-ops importance restore --all --dry-run",
     records=importance,
     json_key="raised",
     nothing="nothing raised",
@@ -30,8 +24,6 @@ GROUP = RecordsGroup(
         f"{entry['night']}  {entry['memory_id']}  {entry['reason']:<13} {entry['status']:<13} "
         f"{entry['importance_before']} -> {entry['importance_after']}"
     ),
-    restore_job=RESTORE_JOB,
-    counter="importances_restored",
     noun=("importance", "importances"),
     missing="no raised importance for memory id {ids} (mnemo-ops importance list shows them)",
 )

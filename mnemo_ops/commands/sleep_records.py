@@ -33,7 +33,11 @@ class RecordsGroup:
     """The group's command name (``forgotten``)."""
     help: str
     list_help: str
+    """What ``list`` shows (its exit codes and example are added)."""
+    list_example: str
     restore_help: str
+    """What ``restore`` puts back, up to "of the named memories" (the selection rules are added)."""
+    restore_example: str
     records: ModuleType
     """The stage's module: ``recorded``, ``describe``, ``select_for_restore``, ``restore``."""
     json_key: str
@@ -42,21 +46,37 @@ class RecordsGroup:
     """What ``list`` says when there is nothing (``nothing archived``)."""
     line: Callable[[dict[str, Any]], str]
     """One entry's line, before the start of its text."""
-    restore_job: str
-    """The ledger name a real restore is recorded under."""
-    counter: str
-    """The count a real restore records."""
     noun: tuple[str, str]
     """Singular and plural of what a restore puts back, for its summary line."""
     missing: str
     """The error for an id with no record, with ``{ids}``."""
+
+    @property
+    def restore_job(self) -> str:
+        """The ledger name a real restore is recorded under (``forgotten-restore``)."""
+        return f"{self.name}-restore"
+
+    @property
+    def counter(self) -> str:
+        """The count a real restore records (``memories_restored``)."""
+        return f"{self.noun[1]}_restored"
 
 
 def register_group(app: typer.Typer, spec: RecordsGroup) -> None:
     """Add `spec`'s ``list`` and ``restore`` commands under its group."""
     group = command_group(app, spec.name, spec.help, plain_help=True)
 
-    @group.command("list", help=spec.list_help)
+    list_help = (
+        f"{spec.list_help}\n\nExit codes: 0 listed, 2 no database.\n\nExample: {spec.list_example}"
+    )
+    restore_help = (
+        f"{spec.restore_help}, of one night's (--night), or of all (--all); a memory changed since "
+        "is left alone and counted. A restored memory is never changed by the stage again.\n\n"
+        "Exit codes: 0 done, 2 nothing named or no such record, 75 another writer holds the lock."
+        f"\n\nExample: {spec.restore_example}"
+    )
+
+    @group.command("list", help=list_help)
     @handle_errors
     def list_command(
         night: str = typer.Option(None, "--night", help="Only this night (YYYY-MM-DD)."),
@@ -90,7 +110,7 @@ def register_group(app: typer.Typer, spec: RecordsGroup) -> None:
 
         emit({"db": str(settings.db_path), spec.json_key: entries}, text)
 
-    @group.command("restore", help=spec.restore_help)
+    @group.command("restore", help=restore_help)
     @handle_errors
     def restore_command(
         memory_ids: list[str] = typer.Argument(None, help="Memory ids to restore.", metavar="ID"),

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.foundation.child_process import ChildProcessFailed, child_main, run_child
+from mnemo_ops.samples import hermes_dialogue
 from mnemo_ops.samples.sample_database import SampleLayout, backdate
 
 TOPICS = {
@@ -147,56 +148,13 @@ TOPICS = {
         "clutch",
         "garage",
     ],
-    "reading": [
-        "novel",
-        "library",
-        "chapter",
-        "author",
-        "poetry",
-        "translation",
-        "bookshop",
-        "biography",
-        "audiobook",
-        "essay",
-        "series",
-        "ending",
-        "shelf",
-        "notes",
-        "review",
-    ],
+    # The same words as the Hermes conversations' reading theme.
+    "reading": list(next(t.words for t in hermes_dialogue.THEMES if t.name == "reading")),
 }
-PEOPLE = [
-    "Mara",
-    "Tobias",
-    "Ines",
-    "Kofi",
-    "Lena",
-    "Rafael",
-    "Yuki",
-    "Oskar",
-    "Priya",
-    "Gustav",
-    "Amara",
-    "Felix",
-    "Noor",
-    "Henrik",
-    "Sofia",
-    "Matteo",
-]
-PLACES = [
-    "Lisbon",
-    "Utrecht",
-    "Porto",
-    "Tallinn",
-    "Ghent",
-    "Bergen",
-    "Lyon",
-    "Krakow",
-    "Malmo",
-    "Trieste",
-    "Bilbao",
-    "Graz",
-]
+# The two generators share their names: the first sixteen of the Hermes conversations' cast.
+PEOPLE = list(hermes_dialogue.PEOPLE[:16])
+# The first twelve cities of the Hermes conversations.
+PLACES = list(hermes_dialogue.CITIES[:12])
 EVERYDAY = [
     "the",
     "a",
@@ -299,21 +257,8 @@ FACTS = [
         "{weekday}",
     ),
 ]
-MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
-WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+MONTHS = list(hermes_dialogue.MONTHS)
+WEEKDAYS = list(hermes_dialogue.WEEKDAYS)
 THINGS = [
     "blue notebook",
     "copper kettle",

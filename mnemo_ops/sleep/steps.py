@@ -15,6 +15,7 @@ made once and removed when the batch ends, so its counts are those of the real r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -140,14 +141,7 @@ def reinforcement_step(ctx: JobContext, batch: BatchState) -> None:
 
 def importance_step(ctx: JobContext, batch: BatchState) -> None:
     """Raise the importance of the user's statements that proved worth keeping (reversible)."""
-    run = sleep_run(ctx, batch)
-    if run is None:
-        return
-    if not run.options.importance:
-        run.stats["importance"] = {"enabled": False}
-        ctx.count("importance_raised", 0)
-        return
-    run.stats["importance"] = importance.raise_importance(run)
+    _stage_with_switch(ctx, batch, "importance", "importance_raised", importance.raise_importance)
 
 
 def prominence_step(ctx: JobContext, batch: BatchState) -> None:
@@ -160,14 +154,21 @@ def prominence_step(ctx: JobContext, batch: BatchState) -> None:
 
 def forgetting_step(ctx: JobContext, batch: BatchState) -> None:
     """Archive tonight's candidates (never deleted; ``mnemo-ops forgotten restore`` undoes it)."""
+    _stage_with_switch(ctx, batch, "forgetting", "memories_archived", forgetting.forget)
+
+
+def _stage_with_switch(
+    ctx: JobContext, batch: BatchState, name: str, counter: str, work: Callable[[SleepRun], dict]
+) -> None:
+    """Run a stage that `sleep.<name>` can switch off; switched off, its counter reads 0."""
     run = sleep_run(ctx, batch)
     if run is None:
         return
-    if not run.options.forgetting:
-        run.stats["forgetting"] = {"enabled": False}
-        ctx.count("memories_archived", 0)
+    if not getattr(run.options, name):
+        run.stats[name] = {"enabled": False}
+        ctx.count(counter, 0)
         return
-    run.stats["forgetting"] = forgetting.forget(run)
+    run.stats[name] = work(run)
 
 
 def edges_step(ctx: JobContext, batch: BatchState) -> None:
