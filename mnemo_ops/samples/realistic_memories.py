@@ -44,13 +44,12 @@ import json
 import math
 import os
 import random
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from mnemo_ops.foundation.child_process import child_main, run_child
 from mnemo_ops.samples.memory_rows import Batch, append_rows
 
 USER_NAME = "dana"
@@ -389,19 +388,21 @@ def cached_realistic_home(directory: Path, rows: int, name: str | None = None):
 
     layout = SampleLayout(Path(directory) / (name or f"realistic-{rows}"))
     if not layout.db_path.exists():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "mnemo_ops.samples.realistic_memories",
-                str(layout.directory),
-                str(rows),
-            ],
-            check=True,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        # No limit: a 1M-row home takes many minutes, and the caller waits for it in any case.
+        run_child(
+            "mnemo_ops.samples.realistic_memories",
+            {"directory": str(layout.directory), "rows": rows},
+            timeout=None,
+            environment=environment,
         )
     return layout
 
 
+def _build_in_child(request: dict) -> None:
+    """The child's side of `cached_realistic_home`: build the home it names."""
+    build_realistic_sample(Path(request["directory"]), int(request["rows"]))
+
+
 if __name__ == "__main__":
-    build_realistic_sample(Path(sys.argv[1]), int(sys.argv[2]))
+    child_main(_build_in_child)
