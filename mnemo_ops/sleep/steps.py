@@ -141,7 +141,9 @@ def reinforcement_step(ctx: JobContext, batch: BatchState) -> None:
 
 def importance_step(ctx: JobContext, batch: BatchState) -> None:
     """Raise the importance of the user's statements that proved worth keeping (reversible)."""
-    _stage_with_switch(ctx, batch, "importance", "importance_raised", importance.raise_importance)
+    _stage_with_switch(
+        ctx, batch, "importance", lambda options: options.importance, importance.raise_importance
+    )
 
 
 def prominence_step(ctx: JobContext, batch: BatchState) -> None:
@@ -154,21 +156,31 @@ def prominence_step(ctx: JobContext, batch: BatchState) -> None:
 
 def forgetting_step(ctx: JobContext, batch: BatchState) -> None:
     """Archive tonight's candidates (never deleted; ``mnemo-ops forgotten restore`` undoes it)."""
-    _stage_with_switch(ctx, batch, "forgetting", "memories_archived", forgetting.forget)
+    _stage_with_switch(
+        ctx, batch, "forgetting", lambda options: options.forgetting, forgetting.forget
+    )
 
 
 def _stage_with_switch(
-    ctx: JobContext, batch: BatchState, name: str, counter: str, work: Callable[[SleepRun], dict]
+    ctx: JobContext,
+    batch: BatchState,
+    name: str,
+    switch: Callable[[SleepOptions], bool],
+    work: Callable[[SleepRun], dict],
 ) -> None:
-    """Run a stage that `sleep.<name>` can switch off; switched off, its counter reads 0."""
+    """Run a stage that its `sleep.` switch can turn off; turned off, its counter reads 0."""
     run = sleep_run(ctx, batch)
     if run is None:
         return
-    if not getattr(run.options, name):
+    if not switch(run.options):
         run.stats[name] = {"enabled": False}
-        ctx.count(counter, 0)
+        ctx.count(STAGE_COUNTERS[name], 0)
         return
     run.stats[name] = work(run)
+
+
+STAGE_COUNTERS = {"importance": "importance_raised", "forgetting": "memories_archived"}
+"""The counter each switchable stage reports (0 when switched off, so monitoring sees the key)."""
 
 
 def edges_step(ctx: JobContext, batch: BatchState) -> None:
