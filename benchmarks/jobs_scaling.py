@@ -4,7 +4,7 @@ written, the share of the recall guard's trial and of the pre-write checkpoint, 
 Run by hand (not part of the test suite):
 
     python benchmarks/jobs_scaling.py                              # 10k and 100k
-    python benchmarks/jobs_scaling.py --sizes 10000,100000,1000000
+    python benchmarks/jobs_scaling.py --sizes 10000,100000,1000000 --timeout-s 1500
     python benchmarks/jobs_scaling.py --jobs memory-maintain,backup --sizes 10000,100000
 
 For each size, a realistic database (``mnemo_ops.samples.realistic_memories``) is built once into
