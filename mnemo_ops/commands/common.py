@@ -51,7 +51,7 @@ class AppState:
         """
         quiet = self.verbosity < 0 and not self.json
         piped = not stdout_is_terminal()
-        return Console(
+        return PipeConsole(
             quiet=quiet,
             highlight=False,
             soft_wrap=self.json or piped,
@@ -179,6 +179,21 @@ def configure_logging(verbosity: int) -> None:
                 handler.addFilter(MnemosyneOnce())
 
 
+class PipeConsole(Console):
+    """The stdout console: a reader that went away is not a failure of the command.
+
+    Rich's own answer to a broken pipe is ``SystemExit(1)``, raised from whichever print met it;
+    whether that print comes before or after ``| head -1`` exits is a race, so the same command
+    exited 0 or 1. Here the rest of the output goes to /dev/null and the command ends with its own
+    exit code.
+    """
+
+    def on_broken_pipe(self) -> None:
+        """Stop writing; leave the exit code to the command."""
+        self.quiet = True
+        stdout_closed()
+
+
 def stdout_closed() -> None:
     """The reader of stdout went away (``| head -1``): send what is left to /dev/null, so the
     command still finishes with its own exit code and Python's final flush raises nothing."""
@@ -192,7 +207,7 @@ def emit(data: dict[str, Any], text: Callable[[Console], None]) -> None:
     """Print `data` as one JSON object with --json, else call `text` with the stdout console."""
     try:
         if CURRENT.json:
-            print_json(Console(), data)
+            print_json(PipeConsole(), data)
         else:
             text(CURRENT.console)
         sys.stdout.flush()
@@ -204,7 +219,7 @@ def fail(error: MnemoOpsError) -> None:
     """Print one line for an expected failure (and a JSON object with --json), then exit with its code."""
     if CURRENT.json:
         try:
-            print_json(Console(), {"error": error.message, "exit_code": error.exit_code})
+            print_json(PipeConsole(), {"error": error.message, "exit_code": error.exit_code})
         except BrokenPipeError:
             stdout_closed()
     sys.stderr.write(f"mnemo-ops: error: {error.message}\n")

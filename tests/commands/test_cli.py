@@ -124,6 +124,29 @@ def test_a_closed_pipe_is_not_a_failure(sample):
     assert "Traceback" not in completed.stderr and "Broken pipe" not in completed.stderr
 
 
+def test_a_pipe_closed_before_the_first_line_is_not_a_failure(sample):
+    """The same without the race: the reader is gone before the command writes anything (rich's
+    broken-pipe handler exited 1 from whichever print met it; `| head -1` is either case)."""
+    import os
+    import subprocess
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        completed = subprocess.run(
+            [sys.executable, "-m", "mnemo_ops", "hermes", "install", "--dry-run"],
+            env=sample.environ(),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert completed.returncode == 0, completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
 def test_missing_database_exits_2_with_one_line(tmp_path):
     result = run_cli(None, "--db", str(tmp_path / "nonexistent.db"), "status")
     assert result.returncode == 2
