@@ -38,12 +38,14 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import fcntl
 import hashlib
 import itertools
 import json
 import math
 import os
 import random
+import shutil
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
@@ -379,23 +381,34 @@ def build_realistic_sample(directory: Path, rows: int, seed: int = 7):
 
 def cached_realistic_home(directory: Path, rows: int, name: str | None = None):
     """The realistic home of `rows` rows in ``directory/name`` (default ``realistic-<rows>``), built
-    once and reused while its database exists (the benchmarks share it); returns its layout.
+    once and reused once complete (the benchmarks share it); returns its layout.
 
     Built by `build_realistic_sample` in a child process, so the caller's process never has the
-    generator's memory nor a sqlite3 connection to the file (it may then open apsw on it).
+    generator's memory nor a sqlite3 connection to the file (it may then open apsw on it). The
+    database exists long before the build ends (a 1M-row home takes minutes), so a home counts as
+    built only once its marker file is written; a second caller waits on the build's lock instead
+    of reading a half-built home, and a build that was killed is started over.
     """
     from mnemo_ops.samples.sample_database import SampleLayout
 
-    layout = SampleLayout(Path(directory) / (name or f"realistic-{rows}"))
-    if not layout.db_path.exists():
-        environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        # No limit: a 1M-row home takes many minutes, and the caller waits for it in any case.
-        run_child(
-            "mnemo_ops.samples.realistic_memories",
-            {"directory": str(layout.directory), "rows": rows},
-            timeout=None,
-            environment=environment,
-        )
+    home = Path(directory) / (name or f"realistic-{rows}")
+    layout = SampleLayout(home)
+    marker = home.parent / f"{home.name}.built"
+    home.parent.mkdir(parents=True, exist_ok=True)
+    with open(home.parent / f"{home.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not marker.exists():
+            if home.exists():  # a build that did not finish: not a home to measure
+                shutil.rmtree(home)
+            environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+            # No limit: a 1M-row home takes minutes, and the caller waits for it in any case.
+            run_child(
+                "mnemo_ops.samples.realistic_memories",
+                {"directory": str(home), "rows": rows},
+                timeout=None,
+                environment=environment,
+            )
+            marker.write_text(f"{rows}\n")
     return layout
 
 

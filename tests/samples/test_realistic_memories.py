@@ -117,3 +117,13 @@ def test_the_cached_home_is_built_once_and_then_reused(tmp_path):
     assert again == layout and layout.db_path.stat().st_mtime_ns == built
     named = realistic_memories.cached_realistic_home(tmp_path, 200, name="other")
     assert named.directory == tmp_path / "other" and named.db_path.exists()
+
+
+def test_a_home_whose_build_did_not_finish_is_built_again(tmp_path):
+    """The database exists long before a build ends: without the marker it is not a home."""
+    half_built = tmp_path / "realistic-200"
+    (half_built / "hermes").mkdir(parents=True)
+    (half_built / "hermes" / "left-by-a-killed-build").write_text("partial")
+    layout = realistic_memories.cached_realistic_home(tmp_path, 200)
+    assert not (half_built / "hermes" / "left-by-a-killed-build").exists()
+    assert (tmp_path / "realistic-200.built").exists() and layout.db_path.exists()
