@@ -76,3 +76,42 @@ def test_read_only_connections_get_no_hook(tmp_path):
     reader = database.connect(path, readonly=True)
     assert wal.pending_pages(reader) == 0 and not wal.checkpoint_due(reader)
     reader.close()
+
+
+CHECKPOINTER = """
+import sys, time, apsw
+connection = apsw.Connection(sys.argv[1])
+connection.set_busy_timeout(5000)
+connection.wal_autocheckpoint(0)
+deadline = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < deadline:
+    # A large commit of its own, then its checkpoint: long enough to overlap ours (the agent's
+    # automatic checkpoint after a commit is the same thing).
+    connection.execute(
+        "WITH RECURSIVE k(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM k WHERE n < 800) "
+        "INSERT INTO items (body) SELECT randomblob(3000) FROM k"
+    )
+    connection.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+"""
+
+
+def test_a_checkpoint_running_elsewhere_does_not_fail_the_job(tmp_path):
+    """The agent's own automatic checkpoint may run at the moment ours is due: SQLite answers
+    SQLITE_BUSY at once (a CI run saw memory-maintain fail with "database is locked" from it)."""
+    import subprocess
+    import sys
+
+    path = _database(tmp_path)
+    connection = database.connect(path)
+    other = subprocess.Popen([sys.executable, "-c", CHECKPOINTER, str(path), "60"])
+    try:
+        policy = transactions.Policy(target_s=0.05, max_s=10.0, agent_share=0.0)
+        with transactions.metered(policy) as meter:
+            for _ in range(40):
+                transactions.write_batch(connection, _fill(1100), label="fill")
+    finally:
+        other.kill()
+        other.wait()
+    assert meter.count == 40
+    assert connection.execute("SELECT count(*) FROM items").fetchone()[0] >= 40 * 1100
+    connection.close()
