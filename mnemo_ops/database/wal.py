@@ -48,20 +48,13 @@ def checkpoint_due(connection: object) -> bool:
     """Run a passive checkpoint when the WAL holds `CHECKPOINT_PAGES` or more; True when it ran.
 
     Passive: it copies what no reader still needs and never waits for the agent; what it leaves
-    is taken by a later checkpoint. When another connection is checkpointing at that moment
-    (SQLITE_BUSY, returned at once), it does not run and the job goes on, as SQLite's automatic
-    checkpoint does. Never called inside a transaction.
+    is taken by a later checkpoint. Never called inside a transaction.
     """
     if pending_pages(connection) < CHECKPOINT_PAGES:
         return False
     assert isinstance(connection, apsw.Connection)
     if not connection.get_autocommit():
         return False
-    try:
-        connection.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-    except (apsw.BusyError, apsw.LockedError):
-        # Another connection (the agent's automatic checkpoint) is checkpointing right now: that
-        # one does the work, as SQLite's own automatic checkpoint assumes; ours waits for the next.
-        return False
+    connection.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
     _pending[connection] = 0
     return True
