@@ -142,7 +142,12 @@ def reinforcement_step(ctx: JobContext, batch: BatchState) -> None:
 def importance_step(ctx: JobContext, batch: BatchState) -> None:
     """Raise the importance of the user's statements that proved worth keeping (reversible)."""
     _stage_with_switch(
-        ctx, batch, "importance", lambda options: options.importance, importance.raise_importance
+        ctx,
+        batch,
+        "importance",
+        "importance_raised",
+        lambda options: options.importance,
+        importance.raise_importance,
     )
 
 
@@ -157,7 +162,12 @@ def prominence_step(ctx: JobContext, batch: BatchState) -> None:
 def forgetting_step(ctx: JobContext, batch: BatchState) -> None:
     """Archive tonight's candidates (never deleted; ``mnemo-ops forgotten restore`` undoes it)."""
     _stage_with_switch(
-        ctx, batch, "forgetting", lambda options: options.forgetting, forgetting.forget
+        ctx,
+        batch,
+        "forgetting",
+        "memories_archived",
+        lambda options: options.forgetting,
+        forgetting.forget,
     )
 
 
@@ -165,22 +175,20 @@ def _stage_with_switch(
     ctx: JobContext,
     batch: BatchState,
     name: str,
+    counter: str,
     switch: Callable[[SleepOptions], bool],
     work: Callable[[SleepRun], dict],
 ) -> None:
-    """Run a stage that its `sleep.` switch can turn off; turned off, its counter reads 0."""
+    """Run a stage that its `sleep.` switch can turn off; turned off, its `counter` reads 0 (so
+    monitoring still sees the key)."""
     run = sleep_run(ctx, batch)
     if run is None:
         return
     if not switch(run.options):
         run.stats[name] = {"enabled": False}
-        ctx.count(STAGE_COUNTERS[name], 0)
+        ctx.count(counter, 0)
         return
     run.stats[name] = work(run)
-
-
-STAGE_COUNTERS = {"importance": "importance_raised", "forgetting": "memories_archived"}
-"""The counter each switchable stage reports (0 when switched off, so monitoring sees the key)."""
 
 
 def edges_step(ctx: JobContext, batch: BatchState) -> None:
