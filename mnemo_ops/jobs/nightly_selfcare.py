@@ -98,6 +98,7 @@ def _stage_expired(ctx: JobContext, now: datetime) -> None:
         "bytes": sum(candidate.size for candidate in candidates),
     }
     ctx.count("files_staged", len(candidates))
+    _repair_manifests(ctx)
     if ctx.dry_run or not candidates:
         ctx.result.stats["staging"]["files"] = [
             str(candidate.path) for candidate in candidates[:50]
@@ -111,6 +112,15 @@ def _stage_expired(ctx: JobContext, now: datetime) -> None:
         )
     if problems:
         ctx.result.changes["files_staged"] -= len(problems)
+
+
+def _repair_manifests(ctx: JobContext) -> None:
+    """Bring each quarantine day's manifest up to date with its entries (a killed run's leftovers)."""
+    stale = quarantine.stale_day_manifests(ctx.settings)
+    ctx.count("quarantine_manifests_repaired", len(stale))
+    if ctx.dry_run or not stale:
+        return
+    quarantine.repair_day_manifests(stale)
 
 
 def _write_report(ctx: JobContext) -> None:

@@ -319,7 +319,7 @@ def _entry_state(folder: Path, entry: dict[str, Any]) -> str:
     return "incomplete"
 
 
-def _write_day_manifest(folder: Path) -> None:
+def _day_manifest(folder: Path) -> dict[str, Any]:
     entries = []
     for path in sorted(folder.glob("*.json")):
         if path.name == "manifest.json":
@@ -327,7 +327,41 @@ def _write_day_manifest(folder: Path) -> None:
         entry = _read_entry(path)
         if entry is not None:
             entries.append({**entry, "status": _entry_state(folder, entry)})
-    write_json_atomic(folder / "manifest.json", {"date": folder.name, "entries": entries})
+    return {"date": folder.name, "entries": entries}
+
+
+def _write_day_manifest(folder: Path) -> None:
+    write_json_atomic(folder / "manifest.json", _day_manifest(folder))
+
+
+def stale_day_manifests(settings: Settings) -> list[Path]:
+    """Day folders whose ``manifest.json`` is missing or no longer matches their entries.
+
+    The manifest is written once after a staging pass, so a run killed after its last move leaves
+    entries the manifest does not list; the next run, finding nothing new to stage, must still
+    bring the index up to date (the entries themselves are the truth).
+    """
+    root = settings.quarantine_dir
+    if not root.is_dir() or root.is_symlink():
+        return []
+    stale = []
+    for folder in sorted(
+        path for path in root.iterdir() if path.is_dir() and not path.is_symlink()
+    ):
+        manifest = folder / "manifest.json"
+        try:
+            current = None if manifest.is_symlink() else json.loads(manifest.read_text("utf-8"))
+        except (OSError, ValueError):
+            current = None
+        if current != _day_manifest(folder):
+            stale.append(folder)
+    return stale
+
+
+def repair_day_manifests(folders: list[Path]) -> None:
+    """Rewrite the manifest of each day folder from its entries (see ``stale_day_manifests``)."""
+    for folder in folders:
+        _write_day_manifest(folder)
 
 
 def list_entries(settings: Settings) -> list[dict[str, Any]]:

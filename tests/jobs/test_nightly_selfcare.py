@@ -100,6 +100,33 @@ def test_dry_run_reports_real_counts_and_changes_nothing(sample, cli, tmp_path):
     assert again["changes"]["files_staged"] == 0 and again["changes"]["row_counts_recorded"] == 0
 
 
+def test_a_manifest_left_behind_by_a_killed_run_is_rewritten_by_the_next(sample, cli):
+    # A run killed after its last move but before the day's index was written leaves entries the
+    # manifest does not list; with nothing new to stage, the next run must still bring it up to date.
+    plant_expired(sample, datetime.now(UTC))
+    first = json.loads(cli("--json", "run", "nightly-selfcare").stdout)
+    assert first["changes"]["files_staged"] == 3
+    settings = settings_for(sample)
+    (day,) = [path for path in settings.quarantine_dir.iterdir() if path.is_dir()]
+    manifest = day / "manifest.json"
+    listed = json.loads(manifest.read_text())
+    assert len(listed["entries"]) == 3
+    # The index as a run killed before it would leave it: one entry short, then none at all.
+    manifest.write_text(json.dumps({**listed, "entries": listed["entries"][:2]}))
+    before = full_snapshot(sample)
+    dry = json.loads(cli("--json", "run", "nightly-selfcare", "--dry-run").stdout)
+    assert dry["changes"]["quarantine_manifests_repaired"] == 1
+    assert_unchanged(before, full_snapshot(sample))
+    real = json.loads(cli("--json", "run", "nightly-selfcare").stdout)
+    assert real["changes"]["quarantine_manifests_repaired"] == 1
+    assert json.loads(manifest.read_text()) == listed
+    manifest.unlink()
+    cli("--json", "run", "nightly-selfcare")
+    assert json.loads(manifest.read_text()) == listed
+    again = json.loads(cli("--json", "run", "nightly-selfcare").stdout)
+    assert again["changes"]["quarantine_manifests_repaired"] == 0
+
+
 def run_day(settings, day: int, hour: int = 13, minute: int = 0):
     with freeze_time(DAY0 + timedelta(days=day, hours=hour - 13, minutes=minute)):
         return run_job(settings, "nightly-selfcare", show_progress=False)
