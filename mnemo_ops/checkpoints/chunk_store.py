@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import stat
 import struct
 import time
@@ -57,10 +58,23 @@ _RECORD = struct.Struct(">II")
 RECORD_BYTES = PAGE_DIGEST_BYTES + _RECORD.size
 TEMP_PREFIX = ".tmp-"
 _PACK_NAME = frozenset("0123456789abcdefTZ-")
+SPACE_CHECK_BYTES = 1024 * 1024
+"""How often (in new bytes appended to a pack) the store's free space is looked at again."""
 
 
 class ChunkError(Exception):
     """A pack or an index is missing, unreadable or not what it should be; the message names the file."""
+
+
+class SpaceError(ChunkError):
+    """Writing more new pages would leave less free space than the checkpoint must leave."""
+
+    def __init__(self, folder: Path, free: int, keep_free: int):
+        self.folder, self.free, self.keep_free = folder, free, keep_free
+        super().__init__(
+            f"{free / 2**20:,.0f} MiB free at {folder}, and the checkpoint must leave "
+            f"{keep_free / 2**20:,.0f} MiB free"
+        )
 
 
 def _refuse_link(path: Path) -> None:
@@ -274,7 +288,7 @@ class _PackWriter:
     removes it), never a pack an index names with pages missing.
     """
 
-    def __init__(self, store: ChunkStore, name: str, page_size: int):
+    def __init__(self, store: ChunkStore, name: str, page_size: int, keep_free: int = 0):
         self.store = store
         self.name = name
         self.page_size = page_size
@@ -282,6 +296,8 @@ class _PackWriter:
         self.temporary = store.packs / f"{TEMP_PREFIX}{name}{PACK_SUFFIX}"
         self.descriptor: int | None = None
         self.entries = 0
+        self.keep_free = keep_free
+        self.unchecked = 0  # bytes appended since the free space was last looked at
 
     def append(self, page: bytes) -> int:
         if self.descriptor is None:
@@ -290,11 +306,22 @@ class _PackWriter:
                 os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                 PRIVATE_FILE_MODE,
             )
+        if self.keep_free and self.unchecked == 0:
+            self._check_space()
         view = memoryview(page)
         while view:
             view = view[os.write(self.descriptor, view) :]
         self.entries += 1
+        self.unchecked = (self.unchecked + len(page)) % SPACE_CHECK_BYTES
         return self.entries - 1
+
+    def _check_space(self) -> None:
+        # A deduplicated checkpoint cannot know up front how many of its pages are new, so it is
+        # not refused for the whole file's size: it stops (and its pack is removed) before the next
+        # stretch of new pages would leave less than `keep_free`.
+        free = shutil.disk_usage(self.store.packs).free
+        if free - SPACE_CHECK_BYTES < self.keep_free:
+            raise SpaceError(self.store.packs, free, self.keep_free)
 
     def finish(self) -> bool:
         """fsync and rename into place; False when no page was new (no pack then)."""
@@ -474,8 +501,16 @@ class _Sink:
     """Where the chunking file's finished chunks go: compared with the previous checkpoint's, and
     their new pages appended to this checkpoint's pack."""
 
-    def __init__(self, store: ChunkStore, chunk_bytes: int, pack: str, previous: Index | None):
+    def __init__(
+        self,
+        store: ChunkStore,
+        chunk_bytes: int,
+        pack: str,
+        previous: Index | None,
+        keep_free: int = 0,
+    ):
         self.store_ = store
+        self.keep_free = keep_free
         self.chunk_bytes = chunk_bytes
         self.pack_name = pack
         self.previous = previous
@@ -491,6 +526,8 @@ class _Sink:
         self.new_pages = 0
         self.reused: set[int] = set()
         self.size = 0
+        self.space_error: SpaceError | None = None
+        """The refusal raised inside SQLite's write callback, which apsw reports as another error."""
 
     def _pack_number(self, pack: str) -> int:
         number = self.pack_numbers.get(pack)
@@ -567,8 +604,14 @@ class _Sink:
                 records.append(known)
                 continue
             if self.writer is None:
-                self.writer = _PackWriter(self.store_, self.pack_name, self.page_size)
-            entry = self.writer.append(page)
+                self.writer = _PackWriter(
+                    self.store_, self.pack_name, self.page_size, self.keep_free
+                )
+            try:
+                entry = self.writer.append(page)
+            except SpaceError as error:
+                self.space_error = error
+                raise
             self.new_pages += 1
             record = self._record(page_digest, entry, self.pack_name)
             self.this_run[page_digest] = record
@@ -644,6 +687,7 @@ def snapshot_to_store(
     chunk_bytes: int = CHUNK_BYTES,
     on_pages: Callable[[int, int], None] | None = None,
     integrity: bool = False,
+    keep_free: int = 0,
 ) -> tuple[ChunkedSnapshot, str | None]:
     """Store one read snapshot of `source_path`, its new pages in pack `pack` (pages unchanged
     since `previous`, the newest checkpoint's index, are shared); return it, and (when `integrity`)
@@ -651,12 +695,13 @@ def snapshot_to_store(
     transaction (so it checks exactly the bytes that were stored).
 
     Raises apsw errors as the full copy does (a damaged source: apsw.CorruptError), ChunkError or
-    OSError when the store cannot be written; the temporary pack is removed then.
+    OSError when the store cannot be written, SpaceError before new pages would leave less than
+    `keep_free` bytes free on the store's filesystem; the temporary pack is removed then.
     """
     store.prepare()
     if previous is not None and not all(store.has(name) for name in previous.packs):
         previous = None  # share nothing with a checkpoint whose packs are gone
-    sink = _Sink(store, chunk_bytes, pack, previous)
+    sink = _Sink(store, chunk_bytes, pack, previous, keep_free)
     vfs_name = f"mnemo-ops-chunks-{os.getpid()}-{id(sink)}"
     vfs = ChunkingVFS(vfs_name, sink)
     source = sqlite_copy.open_readonly(source_path)
@@ -697,9 +742,11 @@ def snapshot_to_store(
         if integrity:
             integrity_result = sqlite_copy.integrity_of(source)
         source.execute("COMMIT")
-    except BaseException:
+    except BaseException as error:
         if sink.writer is not None:
             sink.writer.abandon()
+        if sink.space_error is not None and error is not sink.space_error:
+            raise sink.space_error from None
         raise
     finally:
         if target is not None:

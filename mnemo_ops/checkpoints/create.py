@@ -98,24 +98,52 @@ def _file_size(path: Path) -> int:
     return path.stat().st_size if path.is_file() else 0
 
 
-def estimated_size(settings: Settings) -> int:
-    """An upper bound of the checkpoint's size: the DB and its WAL, state.db, the memory blocks."""
+def _database_bytes(settings: Settings) -> int:
     db = settings.db_path
+    return _file_size(db) + _file_size(Path(f"{db}-wal"))
+
+
+def _page_size(path: Path) -> int:
+    """The page size in the database header (bytes 16-17; 1 means 65,536), 512 when unreadable."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(18)
+    except OSError:
+        return 512
+    if len(header) < 18:
+        return 512
+    value = int.from_bytes(header[16:18], "big")
+    return 65536 if value == 1 else max(512, value)
+
+
+def estimated_size(settings: Settings, shares_previous: bool = False) -> int:
+    """An upper bound of the checkpoint's size: the DB and its WAL, state.db, the memory blocks.
+
+    With `shares_previous` (a deduplicated checkpoint after an earlier one) the database counts
+    only as its index: how many of its pages are new is not known before they are read, so those
+    are bounded while they are written instead (``keep_free`` of the chunk store).
+    """
+    database_part = _database_bytes(settings)
+    if shares_previous:
+        pages = -(-database_part // _page_size(settings.db_path))
+        database_part = pages * chunk_store.RECORD_BYTES
     return (
-        _file_size(db)
-        + _file_size(Path(f"{db}-wal"))
+        database_part
         + _file_size(settings.state_db_path)
         + sum(_file_size(path) for path in _memory_block_files(settings))
     )
 
 
-def check_free_space(settings: Settings) -> None:
+def check_free_space(settings: Settings, shares_previous: bool = False) -> int:
     """Refuse (CheckpointError) before writing anything when the backups folder lacks room.
 
     A checkpoint that fills the disk would also break the live agent when both share a filesystem,
-    so there it must leave the agent's reserve (``disk.reserve``) free as well.
+    so there it must leave the agent's reserve (``disk.reserve``) free as well. Returns the bytes a
+    deduplicated checkpoint must still leave free while it writes its new pages: the rest of the
+    checkpoint, the margin and, on the agent's filesystem, the reserve.
     """
-    needed = estimated_size(settings) + FREE_SPACE_RESERVE_BYTES
+    rest = estimated_size(settings, shares_previous=True) + FREE_SPACE_RESERVE_BYTES
+    needed = estimated_size(settings, shares_previous) + FREE_SPACE_RESERVE_BYTES
     free = shutil.disk_usage(settings.backups_dir).free
     if free < needed:
         raise CheckpointError(
@@ -132,6 +160,8 @@ def check_free_space(settings: Settings) -> None:
                 "checkpoints are intact",
                 code="backup-disk-reserve",
             )
+        return rest + space.reserve
+    return rest
 
 
 def _describe_failure(error: BaseException, settings: Settings) -> str:
@@ -165,15 +195,18 @@ def _copy_database(
         return sqlite_copy.copy_in_one_snapshot(settings.db_path, target, on_pages=on_pages)
 
 
-def _previous_index(settings: Settings) -> chunk_store.Index | None:
-    """The index of the newest deduplicated checkpoint (the pages a new one most likely shares)."""
+def previous_index(settings: Settings) -> chunk_store.Index | None:
+    """The index of the newest deduplicated checkpoint whose packs are all in the store (the
+    pages a new one most likely shares), or None."""
+    store = chunk_store.ChunkStore(settings.backups_dir)
     for info in reversed(catalog.list_checkpoints(settings, include_failed=False)):
         if (info.manifest or {}).get("layout") != DEDUPLICATED:
             continue
         try:
-            return chunk_store.read_index(info.path / chunk_store.INDEX_FILE)
+            index = chunk_store.read_index(info.path / chunk_store.INDEX_FILE)
         except chunk_store.ChunkError:
             continue
+        return index if all(store.has(name) for name in index.packs) else None
     return None
 
 
@@ -182,7 +215,7 @@ def _store_database(
     store: chunk_store.ChunkStore,
     name: str,
     progress: ProgressReporter,
-    integrity: bool,
+    shared: StoreSpace,
 ) -> tuple[chunk_store.ChunkedSnapshot, str | None]:
     with progress.bar("storing mnemosyne.db (one snapshot, new chunks only)") as bar:
         seen = {"done": 0, "total": None}
@@ -198,9 +231,10 @@ def _store_database(
             settings.db_path,
             store,
             chunk_store.new_pack_name(name),
-            previous=_previous_index(settings),
+            previous=shared.previous,
             on_pages=on_pages,
-            integrity=integrity,
+            integrity=shared.integrity,
+            keep_free=shared.keep_free,
         )
 
 
@@ -313,8 +347,18 @@ def _manifest(
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class StoreSpace:
+    """What a deduplicated checkpoint shares and must leave: the previous index, the free bytes
+    to keep while new pages are written, and whether integrity_check runs on the snapshot."""
+
+    previous: chunk_store.Index | None
+    keep_free: int
+    integrity: bool = False
+
+
 def _deduplicated_database(
-    settings: Settings, kind: str, folder: Path, progress: ProgressReporter
+    settings: Settings, kind: str, folder: Path, progress: ProgressReporter, space: StoreSpace
 ) -> tuple[sqlite_copy.SnapshotCopy, str, dict, list[str], dict[str, Any], float]:
     """Store the snapshot's new chunks and write the checkpoint's index into `folder`.
 
@@ -329,7 +373,8 @@ def _deduplicated_database(
     store.remove_temporaries()  # left by a killed checkpoint; the writer lock is ours now
     check = kind != retention.PRE_WRITE or settings.backup.pre_write_integrity_check
     started = time.perf_counter()
-    chunked, integrity = _store_database(settings, store, folder.name, progress, check)
+    shared = dataclasses.replace(space, integrity=check)
+    chunked, integrity = _store_database(settings, store, folder.name, progress, shared)
     verify_s = time.perf_counter() - started - chunked.snapshot.copy_s - chunked.snapshot.counts_s
     _write_private(folder / chunk_store.INDEX_FILE, chunked.index.to_bytes())
     problems = []
@@ -380,17 +425,18 @@ def create_checkpoint(
             f"backup failed: {describe_os_error(error)}; nothing was written and earlier "
             "checkpoints are intact"
         ) from None
-    check_free_space(settings)
+    layout = settings.backup.layout
+    previous = previous_index(settings) if layout == DEDUPLICATED else None
+    space = StoreSpace(previous, check_free_space(settings, shares_previous=previous is not None))
     name, created_at = _unique_name(settings, kind, job, moment)
     temporary = backups / f"{catalog.TEMP_PREFIX}{name}"
     started = time.perf_counter()
     try:
         ensure_private_dir(temporary)
-        layout = settings.backup.layout
         try:
             if layout == DEDUPLICATED:
                 snapshot, integrity, copy_counts, problems, database_info, verify_s = (
-                    _deduplicated_database(settings, kind, temporary, progress)
+                    _deduplicated_database(settings, kind, temporary, progress, space)
                 )
             else:
                 db_copy = temporary / catalog.DATABASE_FILE
@@ -404,6 +450,18 @@ def create_checkpoint(
                 f"the source database is corrupt ({error}); no checkpoint was made and earlier ones are intact",
                 code="source-db-corrupt",
                 severity="critical",
+            ) from None
+        except chunk_store.SpaceError as error:
+            on_agent_disk = reserve.same_filesystem(settings.backups_dir, settings.db_path.parent)
+            raise CheckpointError(
+                f"checkpoint refused: {error}"
+                + (
+                    " (the rest of it, and the reserve kept for the live agent)"
+                    if on_agent_disk
+                    else ""
+                )
+                + "; the partial checkpoint was removed and earlier checkpoints are intact",
+                code="backup-disk-reserve" if on_agent_disk else "backup-disk-full",
             ) from None
         except chunk_store.ChunkError as error:
             raise CheckpointError(

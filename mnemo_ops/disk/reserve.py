@@ -8,7 +8,8 @@ reserve free on the database's filesystem: ``disk.reserve_factor`` times the dat
 (default 2x: room for the WAL to grow by the database's size and for SQLite's temporary files),
 never less than ``disk.reserve_floor_mb``. Below it:
 
-- a checkpoint is refused (``checkpoints.create.check_free_space``);
+- a checkpoint is refused (``checkpoints.create.check_free_space``; a deduplicated one is also
+  stopped while it writes its new pages, by the chunk store's own check);
 - a writing job does not start (`preflight`, one of the runner's preflight checks, exit 1);
 - the morning report warns before the reserve is reached (``selfcare/audits/database_health``).
 """

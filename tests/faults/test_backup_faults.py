@@ -299,3 +299,91 @@ def test_disk_full_mid_checkpoint_leaves_nothing_partial(sample, cli, small_file
     # Once there is room again, the next run succeeds.
     _remount(small_filesystem, "nr_inodes=10000")
     assert cli("run", "backup").returncode == 0
+
+
+# --- a deduplicated checkpoint on a nearly full disk ----------------------------------------------
+
+
+@pytest.fixture
+def roomy_filesystem(sample):
+    """A 24 MiB tmpfs on <state_dir>/backups: room for a few MB of database, then filled at will."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a size-limited tmpfs needs root; the disk-full tests cannot run here")
+    mount_point = sample.state_dir / "backups"
+    mount_point.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=24m,mode=0700", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a size-limited tmpfs here ({mounted.stderr.strip()})")
+    yield mount_point
+    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def _leave_free(mount_point: Path, free_bytes: int) -> None:
+    """Size a filler file on the tmpfs so that `free_bytes` are left."""
+    filler = mount_point / "filler"
+    filler.unlink(missing_ok=True)
+    stats = os.statvfs(mount_point)
+    with open(filler, "wb") as handle:  # tmpfs allocates on write, not on truncate
+        handle.write(b"\0" * max(0, stats.f_bavail * stats.f_frsize - free_bytes))
+
+
+def _pack_leftovers(mount_point: Path) -> list[str]:
+    packs = mount_point / chunk_store.STORE_DIR / chunk_store.PACKS_DIR
+    return sorted(entry.name for entry in packs.iterdir() if entry.name.startswith(".tmp-"))
+
+
+def test_a_deduplicated_checkpoint_needs_room_for_its_new_pages_not_the_whole_file(
+    sample, cli, roomy_filesystem
+):
+    pad_database(sample.db_path, rows=4000)
+    database = sample.db_path.stat().st_size
+    assert database > 4 * 2**20  # so that half of it is more than the margins below
+    first = json.loads(cli("--json", "run", "backup").stdout)
+    assert first["status"] == "ok", first
+    # The agent writes a little; the disk then has room for about half the file, not all of it.
+    connection = sqlite3.connect(sample.db_path)
+    with connection:
+        connection.executemany(
+            "INSERT INTO working_memory (id, content, source, timestamp, session_id, importance)"
+            " VALUES (?, ?, 'conversation', '2026-12-02T08:00:00', 'today', 0.5)",
+            [
+                (f"today-{number}", f"a short note {number} about the garden")
+                for number in range(20)
+            ],
+        )
+    connection.close()
+    _leave_free(roomy_filesystem, database // 2 + 3 * 2**20)
+    small = cli("--json", "run", "backup")
+    result = json.loads(small.stdout)
+    assert small.returncode == 0 and result["status"] == "ok", result
+    assert cli("backup", "verify", result["checkpoint"]).returncode == 0
+
+    # Now most pages change: more new pages than the disk has room for. The checkpoint stops while
+    # it writes them, names the space, and leaves no pack behind; the earlier ones still verify.
+    connection = sqlite3.connect(sample.db_path)
+    with connection:
+        connection.execute(
+            "UPDATE working_memory SET content = content || ' revised' WHERE session_id = 'padding'"
+        )
+    connection.close()
+    checkpoints = sorted(
+        entry.name for entry in roomy_filesystem.iterdir() if catalog.valid_name(entry.name)
+    )
+    _leave_free(roomy_filesystem, database // 2 + 3 * 2**20)
+    large = cli("--json", "run", "backup")
+    refused = json.loads(large.stdout)
+    assert large.returncode == 1 and refused["status"] == "failed", refused
+    assert "checkpoint refused" in refused["error"] and "MiB free at" in refused["error"]
+    assert "partial checkpoint was removed" in refused["error"]
+    assert {warning["code"] for warning in refused["warnings"]} >= {"backup-disk-full"}
+    assert _leftovers(roomy_filesystem) == [] and _pack_leftovers(roomy_filesystem) == []
+    assert (
+        sorted(entry.name for entry in roomy_filesystem.iterdir() if catalog.valid_name(entry.name))
+        == checkpoints
+    )
+    for name in checkpoints:
+        assert cli("backup", "verify", name).returncode == 0, name
