@@ -17,6 +17,7 @@ import pytest
 
 from mnemo_ops.checkpoints import catalog, chunk_store
 from mnemo_ops.checkpoints.sqlite_copy import copy_in_one_snapshot, integrity_check
+from tests.faults.tmpfs import mounted_tmpfs
 
 # Slow, and about mnemo-ops' own file handling rather than Mnemosyne's behaviour: CI runs it on one
 # Mnemosyne line only (the "slow" marker, pyproject.toml).
@@ -226,21 +227,8 @@ def test_backup_killed_mid_copy_leaves_no_checkpoint_and_the_next_run_completes(
 @pytest.fixture
 def small_filesystem(sample):
     """A size-limited tmpfs mounted on <state_dir>/backups (needs root; skipped otherwise)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root; the disk-full tests cannot run here")
-    mount_point = sample.state_dir / "backups"
-    mount_point.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(
-            f"cannot mount a size-limited tmpfs here ({mounted.stderr.strip()}); disk-full tests skipped"
-        )
-    yield mount_point
-    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    with mounted_tmpfs(sample.state_dir / "backups", "4m") as mount_point:
+        yield mount_point
 
 
 def _remount(mount_point: Path, options: str) -> None:
@@ -307,19 +295,8 @@ def test_disk_full_mid_checkpoint_leaves_nothing_partial(sample, cli, small_file
 @pytest.fixture
 def roomy_filesystem(sample):
     """A 24 MiB tmpfs on <state_dir>/backups: room for a few MB of database, then filled at will."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root; the disk-full tests cannot run here")
-    mount_point = sample.state_dir / "backups"
-    mount_point.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=24m,mode=0700", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a size-limited tmpfs here ({mounted.stderr.strip()})")
-    yield mount_point
-    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+    with mounted_tmpfs(sample.state_dir / "backups", "24m") as mount_point:
+        yield mount_point
 
 
 def _leave_free(mount_point: Path, free_bytes: int) -> None:

@@ -10,12 +10,12 @@ above it the report warns first.
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import copy_sample, run_cli
+from tests.faults.tmpfs import mounted_tmpfs
 from tests.purity import sample_snapshot
 
 MEBIBYTE = 1024 * 1024
@@ -24,24 +24,11 @@ MEBIBYTE = 1024 * 1024
 @pytest.fixture
 def small_home(sample_template, tmp_path):
     """The sample home on a 24 MiB tmpfs (needs root; skipped otherwise)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a size-limited tmpfs needs root")
-    mount_point = tmp_path / "small"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=24m,mode=0755", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()})")
-    try:
+    with mounted_tmpfs(tmp_path / "small", "24m", mode="0755") as mount_point:
         layout = copy_sample(sample_template, mount_point / "home")
         config = mount_point / "home" / "config.yaml"
         config.write_text("disk:\n  reserve_factor: 2\n  reserve_floor_mb: 0\n")
         yield layout, mount_point, config
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
 
 
 def _fill_to(mount_point: Path, free_bytes: int) -> None:
