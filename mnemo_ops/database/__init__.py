@@ -33,13 +33,14 @@ def patient_busy_handler(timeout_ms: int = BUSY_TIMEOUT_MS) -> Callable[[int], b
     waited the whole 5 s on 141 of 258 transactions and then failed with "database is locked" after
     eight attempts. Looking every millisecond finds the gaps; the agent's own waits are unchanged.
     """
-    started: list[float] = [0.0]
+    started = 0.0
 
     def handler(prior_calls: int) -> bool:
+        nonlocal started
         now = time.monotonic()
-        if prior_calls == 0:
-            started[0] = now
-        if now - started[0] >= timeout_ms / 1000:
+        if prior_calls == 0:  # a new wait: its clock starts now
+            started = now
+        if now - started >= timeout_ms / 1000:
             return False
         time.sleep(BUSY_POLL_S)
         return True
