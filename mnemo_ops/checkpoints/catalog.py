@@ -13,6 +13,7 @@ Layout (docs/architecture.md, "Checkpoints")::
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -311,7 +312,7 @@ def referenced_packs(backups_dir: Path) -> set[str] | None:
     """Every pack named by a checkpoint still in the folder (verified, failed, unverified, or
     left half-made by a kill), or None when one of them might reference packs but its index
     cannot be read: then nothing may be collected."""
-    folders = _folders(backups_dir) + _folders(backups_dir / FAILED_DIR)
+    folders = checkpoint_folders(backups_dir)
     if backups_dir.is_dir() and not backups_dir.is_symlink():
         folders += [
             entry
@@ -337,12 +338,87 @@ def referenced_packs(backups_dir: Path) -> set[str] | None:
     return referenced
 
 
+REWRITE_SUFFIX = ".new"
+"""A checkpoint's index and manifest being replaced by compaction: both are written under this
+suffix (fsynced) before either is renamed into place, so a run killed between the two renames is
+finished by the next one (`finish_index_rewrites`)."""
+
+
+def checkpoint_folders(backups_dir: Path) -> list[Path]:
+    """Every checkpoint folder, failed ones included (no work in progress)."""
+    return _folders(backups_dir) + _folders(backups_dir / FAILED_DIR)
+
+
+def _sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def rewrite_index(folder: Path, index: chunk_store.Index) -> None:
+    """Replace a deduplicated checkpoint's index by `index` (the same database, its pages in other
+    packs) and its manifest's record of it, so that a kill at any point leaves either the old pair
+    or the new one (a half-renamed pair is finished by `finish_index_rewrites`)."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        raise chunk_store.ChunkError(f"{folder / MANIFEST} cannot be read")
+    data = index.to_bytes()
+    manifest = json.loads(json.dumps(manifest))  # a copy: the caller's stays as it was
+    manifest["files"][chunk_store.INDEX_FILE] = {"size": len(data), "sha256": _sha256_bytes(data)}
+    manifest.setdefault("database", {})["packs"] = list(index.packs)
+    index_path = folder / chunk_store.INDEX_FILE
+    manifest_path = folder / MANIFEST
+    new_index = index_path.with_name(index_path.name + REWRITE_SUFFIX)
+    new_manifest = manifest_path.with_name(manifest_path.name + REWRITE_SUFFIX)
+    _write_new(new_index, data)
+    _write_new(
+        new_manifest, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
+    )
+    fsync_path(folder)
+    os.rename(new_index, index_path)
+    os.rename(new_manifest, manifest_path)
+    fsync_path(folder)
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    path.unlink(missing_ok=True)  # a leftover of a killed run; never a symlink followed
+    descriptor = os.open(
+        path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE
+    )
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def finish_index_rewrites(backups_dir: Path) -> int:
+    """Finish the index rewrites a killed compaction left (the writer lock is held); return how
+    many folders were finished.
+
+    The new manifest is written last, so its presence means both new files are whole: the pair is
+    renamed into place. A new index alone is a rewrite that never started; it is removed.
+    """
+    finished = 0
+    for folder in checkpoint_folders(backups_dir):
+        new_index = folder / f"{chunk_store.INDEX_FILE}{REWRITE_SUFFIX}"
+        new_manifest = folder / f"{MANIFEST}{REWRITE_SUFFIX}"
+        if new_manifest.is_file() and not new_manifest.is_symlink():
+            if new_index.is_file() and not new_index.is_symlink():
+                os.rename(new_index, folder / chunk_store.INDEX_FILE)
+            os.rename(new_manifest, folder / MANIFEST)
+            fsync_path(folder)
+            finished += 1
+        elif new_index.exists() or new_index.is_symlink():
+            new_index.unlink()
+    return finished
+
+
 def collect_chunks(settings: Settings) -> tuple[int, int]:
     """Remove the packs no checkpoint in the backups folder references (the writer lock is held:
     no checkpoint is being made); return (files, bytes) removed, (0, 0) when unsure."""
     store = chunk_store.ChunkStore(settings.backups_dir)
     if not store.packs.is_dir() or store.packs.is_symlink():
         return 0, 0
+    # A rewrite a kill left half done may name packs only its new index names: finish it first.
+    finish_index_rewrites(settings.backups_dir)
     referenced = referenced_packs(settings.backups_dir)
     if referenced is None:
         return 0, 0

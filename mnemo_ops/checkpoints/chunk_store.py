@@ -54,8 +54,8 @@ CHUNK_BYTES = 64 * 1024
 """The unit checked by sha256 on every read (16 pages of 4 KiB), and the fast path: an unchanged
 chunk is recognised by one hash."""
 PAGE_DIGEST_BYTES = 16
-_RECORD = struct.Struct(">II")
-RECORD_BYTES = PAGE_DIGEST_BYTES + _RECORD.size
+RECORD = struct.Struct(">II")
+RECORD_BYTES = PAGE_DIGEST_BYTES + RECORD.size
 TEMP_PREFIX = ".tmp-"
 _PACK_NAME = frozenset("0123456789abcdefTZ-")
 SPACE_CHECK_BYTES = 1024 * 1024
@@ -227,7 +227,7 @@ class ChunkStore:
         last = min(first + index.pages_per_chunk, index.page_count())
         pages, packs = [], set()
         for page in range(first, last):
-            pack_number, entry = _RECORD.unpack_from(index.record(page), PAGE_DIGEST_BYTES)
+            pack_number, entry = RECORD.unpack_from(index.record(page), PAGE_DIGEST_BYTES)
             if pack_number >= len(index.packs):
                 raise ChunkError(f"chunk {number} names no pack of its index")
             pack = index.packs[pack_number]
@@ -281,7 +281,7 @@ class ChunkStore:
         return sum(path.lstat().st_size for path in self.stored())
 
 
-class _PackWriter:
+class PackWriter:
     """This checkpoint's new pages, appended to one temporary pack, fsynced and renamed at the end.
 
     A kill at any point leaves at most a temporary pack (no index names it; the next checkpoint
@@ -300,6 +300,7 @@ class _PackWriter:
         self.unchecked = 0  # bytes appended since the free space was last looked at
 
     def append(self, page: bytes) -> int:
+        """Append one page; return its entry number in the pack."""
         if self.descriptor is None:
             self.descriptor = os.open(
                 self.temporary,
@@ -335,6 +336,7 @@ class _PackWriter:
         return True
 
     def abandon(self) -> None:
+        """Close and remove the temporary pack (nothing names it yet)."""
         if self.descriptor is not None:
             os.close(self.descriptor)
             self.descriptor = None
@@ -515,7 +517,7 @@ class _Sink:
         self.pack_name = pack
         self.previous = previous
         self.page_size: int | None = None
-        self.writer: _PackWriter | None = None
+        self.writer: PackWriter | None = None
         # The previous checkpoint's packs keep their numbers, so its records copy over verbatim.
         self.packs: list[str] = list(previous.packs) if previous is not None else []
         self.pack_numbers: dict[str, int] = {name: n for n, name in enumerate(self.packs)}
@@ -545,7 +547,7 @@ class _Sink:
         ):
             return None
         record = previous.record(page)
-        pack_number, entry = _RECORD.unpack_from(record, PAGE_DIGEST_BYTES)
+        pack_number, entry = RECORD.unpack_from(record, PAGE_DIGEST_BYTES)
         return record[:PAGE_DIGEST_BYTES], entry, previous.packs[pack_number]
 
     def stored_chunk(self, number: int) -> bytes | None:
@@ -560,7 +562,7 @@ class _Sink:
         )
 
     def _page_bytes(self, record: bytes) -> bytes:
-        pack_number, entry = _RECORD.unpack_from(record, PAGE_DIGEST_BYTES)
+        pack_number, entry = RECORD.unpack_from(record, PAGE_DIGEST_BYTES)
         pack = self.packs[pack_number]
         if pack == self.pack_name and self.writer is not None:
             with self.writer.temporary.open("rb") as handle:
@@ -604,7 +606,7 @@ class _Sink:
                 records.append(known)
                 continue
             if self.writer is None:
-                self.writer = _PackWriter(
+                self.writer = PackWriter(
                     self.store_, self.pack_name, self.page_size, self.keep_free
                 )
             try:
@@ -619,7 +621,7 @@ class _Sink:
         self.records[number] = b"".join(records)
 
     def _record(self, page_digest: bytes, entry: int, pack: str) -> bytes:
-        return page_digest + _RECORD.pack(self._pack_number(pack), entry)
+        return page_digest + RECORD.pack(self._pack_number(pack), entry)
 
     def truncate(self, chunk_count: int) -> None:
         for number in [key for key in self.chunk_digests if key >= chunk_count]:
@@ -629,22 +631,9 @@ class _Sink:
     def index(self) -> Index:
         count = len(self.chunk_digests)
         records = b"".join(self.records[number] for number in range(count))
-        packs = list(self.packs)
-        used = {
-            records[offset : offset + 4]
-            for offset in range(PAGE_DIGEST_BYTES, len(records), RECORD_BYTES)
-        }
-        if len(used) < len(packs):
-            # Some pack of the previous checkpoint holds no page of this one: renumber, so the
-            # index names only the packs it needs (and retention can drop the others).
-            keep = sorted(_RECORD.unpack(number + bytes(4))[0] for number in used)
-            renumber = {old: new for new, old in enumerate(keep)}
-            rebuilt = bytearray()
-            for offset in range(0, len(records), RECORD_BYTES):
-                pack_number, entry = _RECORD.unpack_from(records, offset + PAGE_DIGEST_BYTES)
-                rebuilt += records[offset : offset + PAGE_DIGEST_BYTES]
-                rebuilt += _RECORD.pack(renumber[pack_number], entry)
-            records, packs = bytes(rebuilt), [packs[old] for old in keep]
+        # Some pack of the previous checkpoint may hold no page of this one: the index names only
+        # the packs it needs (so retention can drop the others).
+        records, packs = only_used_packs(records, list(self.packs))
         return Index(
             packs,
             self.size,
@@ -653,6 +642,25 @@ class _Sink:
             [self.chunk_digests[number] for number in range(count)],
             records,
         )
+
+
+def only_used_packs(records: bytes, packs: list[str]) -> tuple[bytes, list[str]]:
+    """`records` and `packs` renumbered so that the pack list names only the packs a record uses
+    (unchanged when every pack is used)."""
+    used = {
+        records[offset : offset + 4]
+        for offset in range(PAGE_DIGEST_BYTES, len(records), RECORD_BYTES)
+    }
+    if len(used) == len(packs):
+        return records, packs
+    keep = sorted(RECORD.unpack(number + bytes(4))[0] for number in used)
+    renumber = {old: new for new, old in enumerate(keep)}
+    rebuilt = bytearray()
+    for offset in range(0, len(records), RECORD_BYTES):
+        pack_number, entry = RECORD.unpack_from(records, offset + PAGE_DIGEST_BYTES)
+        rebuilt += records[offset : offset + PAGE_DIGEST_BYTES]
+        rebuilt += RECORD.pack(renumber[pack_number], entry)
+    return bytes(rebuilt), [packs[old] for old in keep]
 
 
 class ChunkingVFS(apsw.VFS):

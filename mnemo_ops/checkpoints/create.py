@@ -420,6 +420,8 @@ def create_checkpoint(
         # Left by a killed run; the writer lock is ours now.
         for stale in catalog.stale_temporaries(settings):
             remove_tree(stale)
+        # An index a killed compaction left half replaced, before any index is read.
+        catalog.finish_index_rewrites(settings.backups_dir)
     except OSError as error:
         raise CheckpointError(
             f"backup failed: {describe_os_error(error)}; nothing was written and earlier "

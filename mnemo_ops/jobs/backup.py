@@ -9,10 +9,11 @@ The checkpoints themselves (create, verify, retain) live in ``mnemo_ops.checkpoi
 
 from __future__ import annotations
 
-from mnemo_ops.checkpoints import catalog, retention
+from mnemo_ops.checkpoints import catalog, chunk_store, compaction, retention
 from mnemo_ops.checkpoints.create import (
     CheckpointError,
     CheckpointOutcome,
+    check_free_space,
     create_checkpoint,
     estimated_size,
 )
@@ -60,7 +61,49 @@ def _would(ctx: JobContext, kind: str, moment) -> JobResult:
             "backups_dir": str(settings.backups_dir),
         }
     )
+    if _compacts(settings):
+        # What compaction would take now; the new checkpoint and retention may change it a little.
+        ctx.result.stats["would_compact"] = compaction.plan(
+            settings, settings.backup.compact_dead_share
+        ).to_dict()
     return ctx.result
+
+
+def _compacts(settings) -> bool:
+    return settings.backup.layout == "deduplicated" and settings.backup.compact_dead_share < 1
+
+
+def _compact(ctx: JobContext) -> None:
+    """Compact the store's mostly unused packs (after retention: it is what makes them unused).
+
+    A failure here loses nothing (the old packs stay until every index names the new one) and
+    leaves the new checkpoint good, so it is a warning, not a failed run.
+    """
+    settings = ctx.settings
+    try:
+        keep_free = check_free_space(settings, shares_previous=True)
+        total = compaction.plan(settings, settings.backup.compact_dead_share).bytes_written
+        with ctx.progress.bar("compacting the checkpoint store", total=total) as bar:
+            done = compaction.compact(
+                settings, settings.backup.compact_dead_share, keep_free, on_bytes=bar.advance
+            )
+    except (CheckpointError, chunk_store.ChunkError, OSError) as error:
+        corrupt = isinstance(error, chunk_store.ChunkError) and "corrupt" in str(error)
+        ctx.warn(
+            "pack-compaction-failed",
+            f"the checkpoint store was not compacted: {error}",
+            severity="error" if corrupt else "warning",
+            fix="mnemo-ops backup list  # then: mnemo-ops backup verify NAME" if corrupt else None,
+        )
+        return
+    if done.pack is not None:
+        ctx.count("packs_compacted", len(done.plan.packs))
+        ctx.result.stats["compaction"] = {
+            **done.plan.to_dict(),
+            "pack": done.pack,
+            "checkpoints_rewritten": done.rewritten,
+            "bytes_removed": done.removed_bytes,
+        }
 
 
 def run(ctx: JobContext) -> JobResult:
@@ -102,6 +145,8 @@ def run(ctx: JobContext) -> JobResult:
     removed = catalog.apply_retention(settings)
     ctx.count("checkpoints_removed", len(removed))
     ctx.result.stats["removed"] = removed
+    if _compacts(settings):
+        _compact(ctx)
     if "state_db_problem" in outcome.stats:
         ctx.warn(
             "state-db-damaged",

@@ -50,6 +50,14 @@ class BackupOptions(Section):
         "deduplicated layout: run integrity_check on a pre-write checkpoint's snapshot too (the "
         "daily backup, verify and restore always do; a full copy always does)",
     )
+    compact_dead_share: float = option(
+        0.3,
+        "deduplicated layout: after a backup, a pack is compacted (its pages still in use "
+        "copied into a new pack, the old one removed) once this share of it no checkpoint uses; "
+        "1 turns compaction off",
+        gt=0,
+        le=1,
+    )
 
 
 class StagingRule(Section):

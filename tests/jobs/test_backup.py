@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sqlite3
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from freezegun import freeze_time
 
-from mnemo_ops.checkpoints import catalog
+from mnemo_ops.checkpoints import catalog, chunk_store
+from mnemo_ops.checkpoints.verify import verify_checkpoint
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.jobs import run_job
 from tests.checkpoints.helpers import corrupt_an_index
@@ -401,3 +403,39 @@ def test_a_daily_reused_as_a_pre_write_checkpoint_stays_through_manual_backups(s
     listed = _listed(cli)
     assert first["checkpoint"] in listed
     assert listed[first["checkpoint"]]["retention"]["rollback_for"] == ["memory-maintain"]
+
+
+def test_compaction_keeps_the_store_near_what_the_kept_checkpoints_use(sample, sample_settings):
+    """Twelve nights of churn with three dailies kept, side by side: without compaction the first
+    pack stays for its few pages still in use and the store grows; with it, it does not."""
+    from tests.checkpoints.test_chunk_store import _touch_rows
+    from tests.faults.test_backup_faults import pad_database
+
+    pad_database(sample.db_path, rows=1500)
+    compacting = sample_settings.updated(backup={"keep": 3, "compact_dead_share": 0.3})
+    control = dataclasses.replace(
+        compacting.updated(backup={"compact_dead_share": 1}),
+        state_dir=sample.state_dir.parent / "control-state",
+    )
+    start = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
+    compacted = 0
+    for day in range(12):
+        # a different seventh of the rows each night: most pages change within a week
+        _touch_rows(sample.db_path, f"rowid % 7 = {day % 7}", value=day / 100)
+        with freeze_time(start + timedelta(days=day)):
+            for settings in (compacting, control):
+                result = run_job(settings, "backup", show_progress=False)
+                assert result.status == "ok", result.error
+                assert not result.warnings, result.warnings
+                if settings is compacting:
+                    compacted += result.changes.get("packs_compacted", 0)
+    sizes = {
+        name: chunk_store.ChunkStore(settings.backups_dir).size_bytes()
+        for name, settings in (("compacting", compacting), ("control", control))
+    }
+    database = sample.db_path.stat().st_size
+    assert compacted > 0
+    assert sizes["control"] > 1.6 * database, sizes  # the harm compaction exists for
+    assert sizes["compacting"] < 0.8 * sizes["control"], (sizes, database)
+    for info in catalog.list_checkpoints(compacting):
+        assert verify_checkpoint(info).ok, info.name

@@ -137,7 +137,11 @@ def test_run_options_are_typed_checked_and_kept_apart(tmp_path):
 @pytest.mark.parametrize(
     ("job", "given", "fragment"),
     [
-        ("backup", {"nonsense": "1"}, "backup has no option 'nonsense'; its options are: keep"),
+        (
+            "backup",
+            {"nonsense": "1"},
+            "backup has no option 'nonsense'; its options are: compact_dead_share, keep",
+        ),
         (
             "backup",
             {"keep": "three"},

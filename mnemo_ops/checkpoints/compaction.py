@@ -1,0 +1,236 @@
+"""Pack compaction: the pages still in use of the packs retention left mostly unused, copied into
+one new pack, so the store stays near the size of what the kept checkpoints hold.
+
+Why: a pack is removed only when no kept checkpoint names it, but the first checkpoint's pack holds
+nearly the whole database, and each day's changes replace some of its pages for good. After some
+weeks of 1% daily churn most of that pack is pages no kept checkpoint uses, and the store grows
+past twice the database although the checkpoints need little more than one. A pack is compacted
+once `dead_share` of its pages are unused: the copy costs at most (1 - dead_share) / dead_share
+times the bytes it frees.
+
+How it stays safe (the writer lock is held, as for every checkpoint):
+
+1. The live pages are copied into a temporary pack, each checked against the digest its index
+   records, fsynced and renamed into place (a kill leaves a temporary pack, removed next time, or
+   an unused pack, collected next time).
+2. Every checkpoint whose index names a compacted pack gets its index rewritten to the new pack
+   (`catalog.rewrite_index`: the same database and tree hash; the index and the manifest's record
+   of it are replaced as a pair that a kill leaves old or new, or half renamed and finished next).
+3. The old packs, now named by no index, are removed by the usual collection.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+from mnemo_ops.checkpoints import catalog, chunk_store
+from mnemo_ops.settings import Settings
+
+_RECORD = chunk_store.RECORD
+_DIGEST = chunk_store.PAGE_DIGEST_BYTES
+_STEP = chunk_store.RECORD_BYTES
+
+
+@dataclasses.dataclass
+class PackUse:
+    """How much of one pack the kept checkpoints use."""
+
+    name: str
+    page_size: int
+    pages: int
+    live: int
+
+    @property
+    def dead_share(self) -> float:
+        """The share of the pack's pages no checkpoint uses."""
+        return 1 - self.live / self.pages if self.pages else 0.0
+
+
+@dataclasses.dataclass
+class CompactionPlan:
+    """The packs to compact and what doing it writes and frees."""
+
+    packs: list[PackUse]
+    checkpoints: list[Path]
+    """The folders whose index names one of `packs`."""
+    unsure: str | None = None
+    """Why nothing may be compacted now (a checkpoint whose packs cannot be read)."""
+
+    @property
+    def bytes_written(self) -> int:
+        """The live pages copied into the new pack."""
+        return sum(pack.live * pack.page_size for pack in self.packs)
+
+    @property
+    def bytes_freed(self) -> int:
+        """The unused pages removed with the old packs."""
+        return sum((pack.pages - pack.live) * pack.page_size for pack in self.packs)
+
+    def to_dict(self) -> dict:
+        """The JSON form in the job's stats."""
+        return {
+            "packs": [pack.name for pack in self.packs],
+            "checkpoints": len(self.checkpoints),
+            "bytes_written": self.bytes_written,
+            "bytes_freed": self.bytes_freed,
+            "unsure": self.unsure,
+        }
+
+
+def _indexes(settings: Settings) -> tuple[dict[Path, chunk_store.Index], str | None]:
+    indexes = {}
+    if catalog.stale_temporaries(settings):
+        return {}, "a checkpoint is half made (a .tmp- folder)"
+    for folder in catalog.checkpoint_folders(settings.backups_dir):
+        path = folder / chunk_store.INDEX_FILE
+        if not path.exists() and not path.is_symlink():
+            continue
+        try:
+            indexes[folder] = chunk_store.read_index(path)
+        except chunk_store.ChunkError as error:
+            return {}, str(error)
+    return indexes, None
+
+
+def _live_pages(
+    indexes: dict[Path, chunk_store.Index], names: set[str] | None = None
+) -> dict[str, dict[int, bytes]]:
+    """Per pack (of `names`, or all), the entries some index uses and the digest it records."""
+    live: dict[str, dict[int, bytes]] = {}
+    for index in indexes.values():
+        wanted = [names is None or name in names for name in index.packs]
+        entries = [
+            live.setdefault(name, {}) if wanted[n] else None for n, name in enumerate(index.packs)
+        ]
+        records = index.records
+        for offset in range(0, len(records), _STEP):
+            pack_number, entry = _RECORD.unpack_from(records, offset + _DIGEST)
+            if wanted[pack_number]:
+                entries[pack_number][entry] = records[offset : offset + _DIGEST]
+    return live
+
+
+def plan(settings: Settings, dead_share: float) -> CompactionPlan:
+    """The packs at least `dead_share` unused (reads only; nothing is written)."""
+    store = chunk_store.ChunkStore(settings.backups_dir)
+    indexes, unsure = _indexes(settings)
+    if unsure is not None:
+        return CompactionPlan([], [], unsure)
+    live = _live_pages(indexes)
+    page_sizes = {name: index.page_size for index in indexes.values() for name in index.packs}
+    chosen = []
+    for name in sorted(live):
+        if not store.has(name):
+            return CompactionPlan([], [], f"pack {store.path_for(name)} is missing")
+        use = PackUse(
+            name,
+            page_sizes[name],
+            store.path_for(name).stat().st_size // page_sizes[name],
+            len(live[name]),
+        )
+        if use.pages and use.dead_share >= dead_share:
+            chosen.append(use)
+    # One new pack holds pages of one size (a VACUUM may have changed it): the newest size's.
+    chosen = [use for use in chosen if use.page_size == chosen[-1].page_size] if chosen else []
+    names = {use.name for use in chosen}
+    folders = [folder for folder, index in indexes.items() if names & set(index.packs)]
+    return CompactionPlan(chosen, folders)
+
+
+@dataclasses.dataclass
+class CompactionResult:
+    """What one compaction did."""
+
+    plan: CompactionPlan
+    pack: str | None
+    rewritten: int
+    removed_files: int
+    removed_bytes: int
+
+
+def compact(
+    settings: Settings,
+    dead_share: float,
+    keep_free: int = 0,
+    on_bytes: Callable[[int], None] | None = None,
+) -> CompactionResult:
+    """Compact the packs at least `dead_share` unused (the writer lock must be held).
+
+    Raises ChunkError (nothing named changed) when a page read back differs from its recorded
+    digest, and SpaceError before the new pack would leave less than `keep_free` bytes free.
+    """
+    catalog.finish_index_rewrites(settings.backups_dir)
+    chosen = plan(settings, dead_share)
+    if not chosen.packs:
+        return CompactionResult(chosen, None, 0, 0, 0)
+    store = chunk_store.ChunkStore(settings.backups_dir)
+    store.remove_temporaries()
+    indexes = {
+        folder: chunk_store.read_index(folder / chunk_store.INDEX_FILE)
+        for folder in chosen.checkpoints
+    }
+    live = _live_pages(indexes, {use.name for use in chosen.packs})
+    pack = chunk_store.new_pack_name(chosen.packs[-1].name)
+    moved = _copy_live_pages(store, chosen, live, pack, keep_free, on_bytes or (lambda _: None))
+    for folder, index in indexes.items():
+        catalog.rewrite_index(folder, _moved_index(index, moved, pack))
+    removed = catalog.collect_chunks(settings)
+    return CompactionResult(chosen, pack, len(indexes), *removed)
+
+
+def _copy_live_pages(
+    store: chunk_store.ChunkStore,
+    chosen: CompactionPlan,
+    live: dict[str, dict[int, bytes]],
+    pack: str,
+    keep_free: int,
+    on_bytes: Callable[[int], None],
+) -> dict[tuple[str, int], int]:
+    """Copy the live pages of the chosen packs into the new pack `pack`, each checked against the
+    digest an index records; return (old pack, entry) -> entry in the new pack."""
+    page_size = chosen.packs[0].page_size
+    writer = chunk_store.PackWriter(store, pack, page_size, keep_free)
+    moved: dict[tuple[str, int], int] = {}
+    try:
+        for use in chosen.packs:
+            for entry in sorted(live[use.name]):
+                page = store.read_page(use.name, entry, use.page_size)
+                digest = hashlib.sha256(page).digest()[:_DIGEST]
+                if digest != live[use.name][entry]:
+                    raise chunk_store.ChunkError(
+                        f"pack {store.path_for(use.name)} is corrupt: page {entry} differs from "
+                        "its digest; nothing was compacted"
+                    )
+                moved[use.name, entry] = writer.append(page)
+                on_bytes(len(page))
+        writer.finish()
+    except BaseException:
+        writer.abandon()
+        raise
+    finally:
+        store.close()
+    return moved
+
+
+def _moved_index(
+    index: chunk_store.Index, moved: dict[tuple[str, int], int], pack: str
+) -> chunk_store.Index:
+    """`index` with its pages in the compacted packs pointing at their places in `pack`."""
+    packs = [*index.packs, pack]
+    new_number = len(packs) - 1
+    rebuilt = bytearray()
+    records = index.records
+    for offset in range(0, len(records), _STEP):
+        pack_number, entry = _RECORD.unpack_from(records, offset + _DIGEST)
+        rebuilt += records[offset : offset + _DIGEST]
+        target = moved.get((index.packs[pack_number], entry))
+        rebuilt += (
+            _RECORD.pack(new_number, target)
+            if target is not None
+            else _RECORD.pack(pack_number, entry)
+        )
+    new_records, new_packs = chunk_store.only_used_packs(bytes(rebuilt), packs)
+    return dataclasses.replace(index, packs=new_packs, records=new_records)

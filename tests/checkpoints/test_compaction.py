@@ -1,0 +1,153 @@
+"""Pack compaction: the pages still in use of mostly unused packs move into one new pack, every
+kept checkpoint stays byte-exact and verified, a corrupt page stops it with nothing changed, and a
+run killed between an index and its manifest is finished by the next one.
+
+Real sample home written by Mnemosyne, real checkpoints, real files.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from mnemo_ops.checkpoints import catalog, chunk_store, compaction
+from mnemo_ops.checkpoints.create import create_checkpoint
+from mnemo_ops.checkpoints.verify import reassemble_database, verify_checkpoint
+from mnemo_ops.core.progress import ProgressReporter
+from tests.checkpoints.test_chunk_store import _stored, _touch_rows
+from tests.faults.test_backup_faults import pad_database
+
+START = datetime(2026, 11, 1, 2, 0, tzinfo=UTC)
+
+
+def _aged_store(sample, settings, days: int = 4) -> list[str]:
+    """Checkpoints of `days` days with a third of the rows changed each day; the first one
+    removed, so its pack (nearly the whole database) is partly used by the others only."""
+    pad_database(sample.db_path, rows=1500)
+    names = []
+    for day in range(days):
+        if day:
+            _touch_rows(sample.db_path, f"rowid % 3 = {day % 3}", value=day / 10)
+        names.append(create_checkpoint(settings, "daily", moment=START + timedelta(days=day)).name)
+    catalog.remove_checkpoints([catalog.find_checkpoint(settings, names[0])])
+    catalog.collect_chunks(settings)
+    return names[1:]
+
+
+def _databases(settings, names: list[str], folder: Path) -> dict[str, bytes]:
+    folder.mkdir(exist_ok=True)
+    found = {}
+    for name in names:
+        target = folder / f"{name}.db"
+        target.unlink(missing_ok=True)
+        reassemble_database(
+            catalog.find_checkpoint(settings, name), target, ProgressReporter(False)
+        )
+        found[name] = target.read_bytes()
+    return found
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_compaction_frees_the_unused_pages_and_keeps_every_checkpoint_exact(
+    sample, sample_settings, tmp_path
+):
+    kept = _aged_store(sample, sample_settings)
+    store = chunk_store.ChunkStore(sample_settings.backups_dir)
+    before = _databases(sample_settings, kept, tmp_path / "before")
+    size_before = store.size_bytes()
+    planned = compaction.plan(sample_settings, 0.3)
+    # The harm: the first checkpoint's pack is mostly pages no kept checkpoint uses any more.
+    assert [use.dead_share >= 0.3 for use in planned.packs] == [True], planned.to_dict()
+    assert planned.bytes_freed > 0.15 * size_before, planned.to_dict()
+    assert set(planned.checkpoints) == {sample_settings.backups_dir / name for name in kept}
+
+    done = compaction.compact(sample_settings, 0.3)
+
+    assert done.rewritten == len(kept) and done.removed_bytes > 0
+    assert store.size_bytes() == size_before - planned.bytes_freed
+    assert not {use.name for use in planned.packs} & _stored(store)
+    assert _databases(sample_settings, kept, tmp_path / "after") == before
+    for name in kept:
+        assert verify_checkpoint(catalog.find_checkpoint(sample_settings, name)).ok, name
+    # Nothing left to take, and the next checkpoint shares the moved pages as before.
+    assert compaction.plan(sample_settings, 0.3).packs == []
+    _touch_rows(sample.db_path, "rowid % 97 = 0", value=0.9)
+    newest = create_checkpoint(sample_settings, "manual", moment=START + timedelta(days=9))
+    assert newest.verified and newest.stats["new_bytes"] < 0.2 * sample.db_path.stat().st_size
+
+
+def test_a_page_that_differs_from_its_digest_stops_compaction_with_nothing_changed(
+    sample, sample_settings
+):
+    _aged_store(sample, sample_settings)
+    planned = compaction.plan(sample_settings, 0.3)
+    store = chunk_store.ChunkStore(sample_settings.backups_dir)
+    victim = planned.packs[0]
+    path = store.path_for(victim.name)
+    with path.open("r+b") as handle:  # a bit rot in a page some checkpoint uses
+        live = compaction._live_pages(
+            {
+                folder: chunk_store.read_index(folder / chunk_store.INDEX_FILE)
+                for folder in planned.checkpoints
+            }
+        )[victim.name]
+        handle.seek(min(live) * victim.page_size + 100)
+        handle.write(b"\x5a" * 16)
+    before = _files(sample_settings.backups_dir)
+
+    with pytest.raises(chunk_store.ChunkError, match="corrupt"):
+        compaction.compact(sample_settings, 0.3)
+
+    assert _files(sample_settings.backups_dir) == before
+
+
+class _Killed(BaseException):
+    """Stands for the process dying at that instant."""
+
+
+@pytest.mark.parametrize("renames_before_death", [0, 1])
+def test_a_compaction_killed_between_index_and_manifest_is_finished_by_the_next_run(
+    sample, sample_settings, tmp_path, monkeypatch, renames_before_death
+):
+    kept = _aged_store(sample, sample_settings)
+    before = _databases(sample_settings, kept, tmp_path / "before")
+    real_rename, calls = os.rename, []
+
+    def dying_rename(source, target):
+        if str(source).endswith(catalog.REWRITE_SUFFIX):
+            if len(calls) == renames_before_death:
+                raise _Killed
+            calls.append(source)
+        real_rename(source, target)
+
+    monkeypatch.setattr(catalog.os, "rename", dying_rename)
+    with pytest.raises(_Killed):
+        compaction.compact(sample_settings, 0.3)
+    monkeypatch.setattr(catalog.os, "rename", real_rename)
+    (pending,) = sample_settings.backups_dir.glob(f"*/{catalog.MANIFEST}{catalog.REWRITE_SUFFIX}")
+    if renames_before_death:
+        # The new index is in place beside the old manifest: as it stands, verify refuses it.
+        assert not verify_checkpoint(
+            catalog.find_checkpoint(sample_settings, pending.parent.name)
+        ).ok
+
+    # The next writer finishes the pair (or drops the unfinished one), then compacts.
+    catalog.collect_chunks(sample_settings)
+    assert verify_checkpoint(catalog.find_checkpoint(sample_settings, pending.parent.name)).ok
+    compaction.compact(sample_settings, 0.3)
+    assert compaction.plan(sample_settings, 0.3).packs == []
+    assert _databases(sample_settings, kept, tmp_path / "after") == before
+    for name in kept:
+        assert verify_checkpoint(catalog.find_checkpoint(sample_settings, name)).ok, name
+    leftovers = [p for p in sample_settings.backups_dir.rglob(f"*{catalog.REWRITE_SUFFIX}")]
+    assert leftovers == []
