@@ -11,10 +11,14 @@ the churn never touches the generated file) it measures in one run:
    with --full-copy also the full-copy checkpoint (copy + integrity_check + hashes) for context;
 2. size: seven days of 1% churn, one checkpoint a day, retention applied: the store and the
    checkpoint folders against the database's size;
-3. with --chunk-kib, the bytes a checkpoint after 1% churn writes at each chunk size.
+3. with --chunk-kib, the bytes a checkpoint after 1% churn writes at each chunk size;
+4. with --days N, N days of churn and one checkpoint a day, retention applied, into two stores side
+   by side: one compacted after retention as ``run backup`` does (``backup.compact_dead_share``
+   0.3), one not; the size of each against the database, and compaction's time and bytes.
 
     python benchmarks/checkpoint_store.py --size-mb 100
     python benchmarks/checkpoint_store.py --size-mb 1000 --repeat 3
+    python benchmarks/checkpoint_store.py --size-mb 100 --repeat 1 --skip-seven --days 60
 """
 
 from __future__ import annotations
@@ -129,20 +133,10 @@ def seven_days(db: Path, work: Path, fraction: float) -> dict:
 
     from mnemo_ops.checkpoints import catalog
     from mnemo_ops.checkpoints.create import create_checkpoint
-    from mnemo_ops.settings import Config, Settings
 
     state = work / "seven-state"
     shutil.rmtree(state, ignore_errors=True)
-    settings = Settings(
-        db_path=db,
-        state_dir=state,
-        config_file=None,
-        hermes_home=work,
-        memory_blocks_dir=work / "no-blocks",
-        owner="default",
-        config=Config(),
-        sources={},
-    )
+    settings = _settings(db, work, state)
     start = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
     written = []
     for day in range(7):
@@ -163,6 +157,76 @@ def seven_days(db: Path, work: Path, fraction: float) -> dict:
         "db_bytes": size,
         "seven_vs_db": round(backups / size, 3),
         "written_per_day_percent": [round(100 * value / size, 2) for value in written],
+    }
+
+
+def _settings(db: Path, work: Path, state: Path):
+    from mnemo_ops.settings import Config, Settings
+
+    return Settings(
+        db_path=db,
+        state_dir=state,
+        config_file=None,
+        hermes_home=work,
+        memory_blocks_dir=work / "no-blocks",
+        owner="default",
+        config=Config(),
+        sources={},
+    )
+
+
+def long_run(db: Path, work: Path, fraction: float, days: int, dead_share: float) -> dict:
+    """`days` daily checkpoints at `fraction` churn, retention applied, into a store compacted
+    after retention and one that is not, side by side; sizes, compaction's time and bytes."""
+    from datetime import UTC, datetime, timedelta
+
+    from freezegun import freeze_time
+
+    from mnemo_ops.checkpoints import catalog, chunk_store, compaction
+    from mnemo_ops.checkpoints.create import create_checkpoint
+
+    stores = {}
+    for name in ("compacted", "plain"):
+        shutil.rmtree(work / f"long-{name}", ignore_errors=True)
+        stores[name] = _settings(db, work, work / f"long-{name}")
+    start = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)
+    compact_s, compact_bytes, checkpoint_bytes, runs = 0.0, 0, 0, 0
+    ratios: dict[str, list[float]] = {name: [] for name in stores}
+    for day in range(days):
+        if day:
+            churn(db, fraction, seed=1000 + day)
+        with freeze_time(start + timedelta(days=day)):
+            for settings in stores.values():
+                outcome = create_checkpoint(settings, "pre-write", job="memory-maintain")
+                catalog.apply_retention(settings)
+        checkpoint_bytes += outcome.stats["new_bytes"]
+        # Outside freeze_time, which stops perf_counter too.
+        started = time.perf_counter()
+        done = compaction.compact(stores["compacted"], dead_share)
+        if done.pack is not None:
+            compact_s += time.perf_counter() - started
+            compact_bytes += done.plan.bytes_written
+            runs += 1
+        for name, settings in stores.items():
+            size = chunk_store.ChunkStore(settings.backups_dir).size_bytes()
+            ratios[name].append(size / db.stat().st_size)
+        print(
+            f"  day {day + 1:>3}: store / database  compacted {ratios['compacted'][-1]:.2f}x, "
+            f"not compacted {ratios['plain'][-1]:.2f}x",
+            flush=True,
+        )
+    for settings in stores.values():
+        shutil.rmtree(settings.state_dir, ignore_errors=True)
+    return {
+        "days": days,
+        "dead_share": dead_share,
+        "compacted_vs_db": round(ratios["compacted"][-1], 3),
+        "plain_vs_db": round(ratios["plain"][-1], 3),
+        "compacted_max_vs_db": round(max(ratios["compacted"]), 3),
+        "compactions": runs,
+        "compaction_s": round(compact_s, 2),
+        "compaction_bytes": compact_bytes,
+        "checkpoint_bytes": checkpoint_bytes,
     }
 
 
@@ -208,6 +272,8 @@ def main() -> None:
     parser.add_argument("--full-copy", action="store_true", help="also time the full-copy layout")
     parser.add_argument("--chunk-kib", type=int, nargs="*", default=[])
     parser.add_argument("--skip-seven", action="store_true")
+    parser.add_argument("--days", type=int, default=0, help="the long run with compaction")
+    parser.add_argument("--dead-share", type=float, default=0.3, help="compaction's threshold")
     arguments = parser.parse_args()
     generated = subprocess.run(
         [
@@ -289,6 +355,18 @@ def main() -> None:
         report["chunk_sizes"] = chunk_sizes(db, work, arguments.chunk_kib, arguments.churn)
         for row in report["chunk_sizes"]:
             print(f"  chunk {row['chunk_kib']:>5} KiB: writes {row['written_percent']}%")
+    if arguments.days:
+        report["long_run"] = long_run(
+            db, work, arguments.churn, arguments.days, arguments.dead_share
+        )
+        run = report["long_run"]
+        print(
+            f"{run['days']} days: store {run['compacted_vs_db']:.2f}x the database compacted "
+            f"(at most {run['compacted_max_vs_db']:.2f}x), {run['plain_vs_db']:.2f}x not; "
+            f"{run['compactions']} compactions, {run['compaction_s']:.1f} s, "
+            f"{run['compaction_bytes'] / 1e6:,.0f} MB copied (checkpoints wrote "
+            f"{run['checkpoint_bytes'] / 1e6:,.0f} MB)"
+        )
     print("\nratios (target in brackets):")
     verdict = "ok" if report["checkpoint_vs_cli"] <= TARGETS["checkpoint_vs_cli"] else "MISSED"
     print(

@@ -29,6 +29,10 @@ from pathlib import Path
 from mnemo_ops.checkpoints import catalog, chunk_store
 from mnemo_ops.settings import Settings
 
+MIN_GAIN_SHARE = 0.05
+"""A compaction runs only when it frees at least this share of the store: each one rewrites every
+kept checkpoint's index, which small daily packs going stale would otherwise cause nearly daily."""
+
 _RECORD = chunk_store.RECORD
 _DIGEST = chunk_store.PAGE_DIGEST_BYTES
 _STEP = chunk_store.RECORD_BYTES
@@ -135,6 +139,10 @@ def plan(settings: Settings, dead_share: float) -> CompactionPlan:
             chosen.append(use)
     # One new pack holds pages of one size (a VACUUM may have changed it): the newest size's.
     chosen = [use for use in chosen if use.page_size == chosen[-1].page_size] if chosen else []
+    stored = sum(store.path_for(name).stat().st_size for name in live)
+    if sum((use.pages - use.live) * use.page_size for use in chosen) < MIN_GAIN_SHARE * stored:
+        # Not worth rewriting every kept checkpoint's index for yet: wait until more is unused.
+        chosen = []
     names = {use.name for use in chosen}
     folders = [folder for folder, index in indexes.items() if names & set(index.packs)]
     return CompactionPlan(chosen, folders)

@@ -86,6 +86,26 @@ def test_compaction_frees_the_unused_pages_and_keeps_every_checkpoint_exact(
     assert newest.verified and newest.stats["new_bytes"] < 0.2 * sample.db_path.stat().st_size
 
 
+def test_a_small_stale_pack_waits_until_compaction_frees_enough(
+    sample, sample_settings, monkeypatch
+):
+    _aged_store(sample, sample_settings)
+    compaction.compact(sample_settings, 0.3)
+    # Two small checkpoints of the same few rows; the first removed: its own pack is all but
+    # unused, but it is a small share of the store, not worth rewriting every index for.
+    made = []
+    for number in range(2):
+        _touch_rows(sample.db_path, "rowid % 97 = 0", value=0.5 + number / 10)
+        moment = START + timedelta(days=10 + number)
+        made.append(create_checkpoint(sample_settings, "manual", moment=moment).name)
+    catalog.remove_checkpoints([catalog.find_checkpoint(sample_settings, made[0])])
+    catalog.collect_chunks(sample_settings)
+    assert compaction.plan(sample_settings, 0.3).packs == []
+    monkeypatch.setattr(compaction, "MIN_GAIN_SHARE", 0.0)
+    stale = compaction.plan(sample_settings, 0.3).packs
+    assert stale and all(use.dead_share >= 0.3 for use in stale)
+
+
 def test_a_page_that_differs_from_its_digest_stops_compaction_with_nothing_changed(
     sample, sample_settings
 ):
