@@ -92,6 +92,9 @@ def _indexes(settings: Settings) -> tuple[dict[Path, chunk_store.Index], str | N
         path = folder / chunk_store.INDEX_FILE
         if not path.exists() and not path.is_symlink():
             continue
+        if catalog.read_manifest(folder) is None:
+            # Its index could not be rewritten with its manifest: a person looks at it first.
+            return {}, f"{folder / catalog.MANIFEST} cannot be read"
         try:
             indexes[folder] = chunk_store.read_index(path)
         except chunk_store.ChunkError as error:

@@ -171,3 +171,13 @@ def test_a_compaction_killed_between_index_and_manifest_is_finished_by_the_next_
         assert verify_checkpoint(catalog.find_checkpoint(sample_settings, name)).ok, name
     leftovers = [p for p in sample_settings.backups_dir.rglob(f"*{catalog.REWRITE_SUFFIX}")]
     assert leftovers == []
+
+
+def test_nothing_is_compacted_while_a_checkpoint_cannot_be_read(sample, sample_settings):
+    kept = _aged_store(sample, sample_settings)
+    (sample_settings.backups_dir / kept[0] / catalog.MANIFEST).write_text("{not json")
+    before = _files(sample_settings.backups_dir)
+    planned = compaction.plan(sample_settings, 0.3)
+    assert planned.packs == [] and "cannot be read" in planned.unsure
+    assert compaction.compact(sample_settings, 0.3).pack is None
+    assert _files(sample_settings.backups_dir) == before
