@@ -14,6 +14,7 @@ from typing import Any
 
 import apsw
 
+from mnemo_ops.database import wal
 from mnemo_ops.foundation.errors import DatabaseError
 
 BUSY_TIMEOUT_MS = 5000
@@ -95,6 +96,8 @@ def connect(path: Path, readonly: bool = False) -> apsw.Connection:
             connection.set_busy_handler(patient_busy_handler())
         # Force the header to be read now so a damaged file fails here with a clear message.
         connection.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        if not readonly:
+            wal.defer_checkpoints(connection)
     except apsw.NotADBError:
         raise DatabaseError(f"not an SQLite database (or damaged header): {path}") from None
     except apsw.Error as error:

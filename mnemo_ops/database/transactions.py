@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 import apsw
 
+from mnemo_ops.database import wal
 from mnemo_ops.settings.sections import TransactionOptions
 
 T = TypeVar("T")
@@ -99,6 +100,9 @@ class TransactionMeter:
     longest_wait_s: float = 0.0
     busy_retries: int = 0
     paused_s: float = 0.0
+    checkpoints: int = 0
+    """Passive WAL checkpoints run after our transactions (`database.wal`), outside their time."""
+    checkpoint_s: float = 0.0
     item_costs: dict[str | None, float] = dataclasses.field(default_factory=dict)
     """Lock time per item, commit included, of the last `write_items` transaction, per label."""
 
@@ -125,6 +129,8 @@ class TransactionMeter:
                 "longest_wait_s",
                 "busy_retries",
                 "paused_s",
+                "checkpoints",
+                "checkpoint_s",
             )
         }
 
@@ -139,6 +145,15 @@ class TransactionMeter:
         self.longest_wait_s = max(self.longest_wait_s, float(figures.get("longest_wait_s") or 0.0))
         self.busy_retries += int(figures.get("busy_retries") or 0)
         self.paused_s += float(figures.get("paused_s") or 0.0)
+        self.checkpoints += int(figures.get("checkpoints") or 0)
+        self.checkpoint_s += float(figures.get("checkpoint_s") or 0.0)
+
+    def checkpoint(self, connection: Any) -> None:
+        """Run the WAL checkpoint the last commit made due, timed apart from any transaction."""
+        started = time.monotonic()
+        if wal.checkpoint_due(connection):
+            self.checkpoints += 1
+            self.checkpoint_s += time.monotonic() - started
 
     def to_stats(self) -> dict[str, Any]:
         """The ``stats.transactions`` block of a job result (milliseconds)."""
@@ -153,6 +168,8 @@ class TransactionMeter:
             "longest_lock_wait_ms": round(self.longest_wait_s * 1000, 1),
             "busy_retries": self.busy_retries,
             "agent_pause_ms": round(self.paused_s * 1000, 1),
+            "wal_checkpoints": self.checkpoints,
+            "wal_checkpoint_ms": round(self.checkpoint_s * 1000, 1),
         }
 
 
@@ -216,6 +233,7 @@ def immediate_transaction(connection: Any) -> Iterator[Any]:
             connection.execute("ROLLBACK")
         raise
     connection.execute("COMMIT")
+    current_meter().checkpoint(connection)
 
 
 def write_batch(
@@ -265,6 +283,7 @@ def write_batch(
         meter.record(label, held, acquired - asked)
         if on_held is not None:
             on_held(held)
+        meter.checkpoint(connection)  # after the hold was measured: it never holds the write lock
         pause = meter.policy.pause_after(held)
         if pause > 0:
             meter.paused_s += pause
