@@ -37,6 +37,21 @@ def _aged_store(sample, settings, days: int = 4) -> list[str]:
     return names[1:]
 
 
+def rot_a_page_in_use(settings) -> None:
+    """Overwrite 16 bytes of a page some checkpoint uses, in a pack compaction would take."""
+    planned = compaction.plan(settings, 0.3)
+    store = chunk_store.ChunkStore(settings.backups_dir)
+    victim = planned.packs[0]
+    indexes = {
+        folder: chunk_store.read_index(folder / chunk_store.INDEX_FILE)
+        for folder in planned.checkpoints
+    }
+    live = compaction._live_pages(indexes)[victim.name]
+    with store.path_for(victim.name).open("r+b") as handle:
+        handle.seek(min(live) * victim.page_size + 100)
+        handle.write(b"\x5a" * 16)
+
+
 def _databases(settings, names: list[str], folder: Path) -> dict[str, bytes]:
     folder.mkdir(exist_ok=True)
     found = {}
@@ -110,19 +125,7 @@ def test_a_page_that_differs_from_its_digest_stops_compaction_with_nothing_chang
     sample, sample_settings
 ):
     _aged_store(sample, sample_settings)
-    planned = compaction.plan(sample_settings, 0.3)
-    store = chunk_store.ChunkStore(sample_settings.backups_dir)
-    victim = planned.packs[0]
-    path = store.path_for(victim.name)
-    with path.open("r+b") as handle:  # a bit rot in a page some checkpoint uses
-        live = compaction._live_pages(
-            {
-                folder: chunk_store.read_index(folder / chunk_store.INDEX_FILE)
-                for folder in planned.checkpoints
-            }
-        )[victim.name]
-        handle.seek(min(live) * victim.page_size + 100)
-        handle.write(b"\x5a" * 16)
+    rot_a_page_in_use(sample_settings)
     before = _files(sample_settings.backups_dir)
 
     with pytest.raises(chunk_store.ChunkError, match="corrupt"):

@@ -439,3 +439,22 @@ def test_compaction_keeps_the_store_near_what_the_kept_checkpoints_use(sample, s
     assert sizes["compacting"] < 0.8 * sizes["control"], (sizes, database)
     for info in catalog.list_checkpoints(compacting):
         assert verify_checkpoint(info).ok, info.name
+
+
+def test_a_corrupt_pack_makes_compaction_an_error_warning_not_a_failed_backup(
+    sample, sample_settings
+):
+    from tests.checkpoints.test_compaction import START, _aged_store, rot_a_page_in_use
+
+    _aged_store(sample, sample_settings)
+    rot_a_page_in_use(sample_settings)
+    store = chunk_store.ChunkStore(sample_settings.backups_dir)
+    packs_before = {path.name for path in store.stored()}
+    with freeze_time(START + timedelta(days=20)):
+        result = run_job(sample_settings, "backup", show_progress=False)
+    assert result.status == "ok", result.error  # today's checkpoint is good
+    (warning,) = [item for item in result.warnings if item.code == "pack-compaction-failed"]
+    assert warning.severity == "error" and "corrupt" in warning.message
+    assert "packs_compacted" not in result.changes
+    # Only today's own pack was added; the old packs are all still there.
+    assert packs_before < {path.name for path in store.stored()}
