@@ -95,9 +95,10 @@ def _describe(report: dict) -> str:
     )
 
 
-BUSY = ("memory-maintain", "monthly-maintenance")
+BUSY = ("evening-batch", "memory-maintain", "monthly-maintenance")
 """The jobs also run with every core kept busy (``busy_cores``): the two that write the most
-transactions of their own (the others write through Mnemosyne's remember, or a few at most)."""
+transactions of their own (the others write through Mnemosyne's remember, or a few at most), and
+the nightly consolidation, the longest job of a night."""
 
 
 @pytest.mark.parametrize(

@@ -456,5 +456,5 @@ def test_a_corrupt_pack_makes_compaction_an_error_warning_not_a_failed_backup(
     (warning,) = [item for item in result.warnings if item.code == "pack-compaction-failed"]
     assert warning.severity == "error" and "corrupt" in warning.message
     assert "packs_compacted" not in result.changes
-    # Only today's own pack was added; the old packs are all still there.
-    assert packs_before < {path.name for path in store.stored()}
+    # The old packs are all still there (today's own may have been added).
+    assert packs_before <= {path.name for path in store.stored()}
