@@ -27,7 +27,7 @@ from mnemo_ops.checkpoints.files import remove_tree, tree_size
 from mnemo_ops.core import state
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.foundation.errors import UsageError
-from mnemo_ops.foundation.private_files import PRIVATE_FILE_MODE, fsync_path
+from mnemo_ops.foundation.private_files import PRIVATE_FILE_MODE, fsync_path, write_new_private
 from mnemo_ops.settings import Settings
 
 MANIFEST = "manifest.json"
@@ -62,11 +62,14 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     path = folder / MANIFEST
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump(manifest, handle, indent=2, sort_keys=True)
-        handle.write("\n")
+        handle.write(_manifest_text(manifest))
         handle.flush()
         os.fsync(handle.fileno())
     os.chmod(path, PRIVATE_FILE_MODE)
+
+
+def _manifest_text(manifest: dict[str, Any]) -> str:
+    return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
 
 def read_manifest(folder: Path) -> dict[str, Any] | None:
@@ -349,10 +352,6 @@ def checkpoint_folders(backups_dir: Path) -> list[Path]:
     return _folders(backups_dir) + _folders(backups_dir / FAILED_DIR)
 
 
-def _sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def rewrite_index(folder: Path, index: chunk_store.Index) -> None:
     """Replace a deduplicated checkpoint's index by `index` (the same database, its pages in other
     packs) and its manifest's record of it, so that a kill at any point leaves either the old pair
@@ -362,31 +361,24 @@ def rewrite_index(folder: Path, index: chunk_store.Index) -> None:
         raise chunk_store.ChunkError(f"{folder / MANIFEST} cannot be read")
     data = index.to_bytes()
     manifest = json.loads(json.dumps(manifest))  # a copy: the caller's stays as it was
-    manifest["files"][chunk_store.INDEX_FILE] = {"size": len(data), "sha256": _sha256_bytes(data)}
+    manifest["files"][chunk_store.INDEX_FILE] = {
+        "size": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
     manifest.setdefault("database", {})["packs"] = list(index.packs)
     index_path = folder / chunk_store.INDEX_FILE
     manifest_path = folder / MANIFEST
     new_index = index_path.with_name(index_path.name + REWRITE_SUFFIX)
     new_manifest = manifest_path.with_name(manifest_path.name + REWRITE_SUFFIX)
-    _write_new(new_index, data)
-    _write_new(
-        new_manifest, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("utf-8")
-    )
+    for path, content in ((new_index, data), (new_manifest, _manifest_text(manifest).encode())):
+        path.unlink(
+            missing_ok=True
+        )  # a leftover of a killed run (a symlink is removed, not followed)
+        write_new_private(path, content)
     fsync_path(folder)
     os.rename(new_index, index_path)
     os.rename(new_manifest, manifest_path)
     fsync_path(folder)
-
-
-def _write_new(path: Path, data: bytes) -> None:
-    path.unlink(missing_ok=True)  # a leftover of a killed run; never a symlink followed
-    descriptor = os.open(
-        path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE
-    )
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 def finish_index_rewrites(backups_dir: Path) -> int:

@@ -62,6 +62,10 @@ class CompactionPlan:
     """The folders whose index names one of `packs`."""
     unsure: str | None = None
     """Why nothing may be compacted now (a checkpoint whose packs cannot be read)."""
+    indexes: dict[Path, chunk_store.Index] = dataclasses.field(default_factory=dict)
+    """The index of each of `checkpoints`, as read for the plan."""
+    live: dict[str, dict[int, bytes]] = dataclasses.field(default_factory=dict)
+    """Per pack of `packs`, the entries some index uses and the digest it records."""
 
     @property
     def bytes_written(self) -> int:
@@ -102,21 +106,15 @@ def _indexes(settings: Settings) -> tuple[dict[Path, chunk_store.Index], str | N
     return indexes, None
 
 
-def _live_pages(
-    indexes: dict[Path, chunk_store.Index], names: set[str] | None = None
-) -> dict[str, dict[int, bytes]]:
-    """Per pack (of `names`, or all), the entries some index uses and the digest it records."""
+def _live_pages(indexes: dict[Path, chunk_store.Index]) -> dict[str, dict[int, bytes]]:
+    """Per pack, the entries some index uses and the digest it records."""
     live: dict[str, dict[int, bytes]] = {}
     for index in indexes.values():
-        wanted = [names is None or name in names for name in index.packs]
-        entries = [
-            live.setdefault(name, {}) if wanted[n] else None for n, name in enumerate(index.packs)
-        ]
+        entries = [live.setdefault(name, {}) for name in index.packs]
         records = index.records
         for offset in range(0, len(records), _STEP):
             pack_number, entry = _RECORD.unpack_from(records, offset + _DIGEST)
-            if wanted[pack_number]:
-                entries[pack_number][entry] = records[offset : offset + _DIGEST]
+            entries[pack_number][entry] = records[offset : offset + _DIGEST]
     return live
 
 
@@ -147,8 +145,10 @@ def plan(settings: Settings, dead_share: float) -> CompactionPlan:
         # Not worth rewriting every kept checkpoint's index for yet: wait until more is unused.
         chosen = []
     names = {use.name for use in chosen}
-    folders = [folder for folder, index in indexes.items() if names & set(index.packs)]
-    return CompactionPlan(chosen, folders)
+    folders = {folder: index for folder, index in indexes.items() if names & set(index.packs)}
+    return CompactionPlan(
+        chosen, list(folders), indexes=folders, live={name: live[name] for name in names}
+    )
 
 
 @dataclasses.dataclass
@@ -167,41 +167,41 @@ def compact(
     dead_share: float,
     keep_free: int = 0,
     on_bytes: Callable[[int], None] | None = None,
+    on_plan: Callable[[CompactionPlan], None] | None = None,
 ) -> CompactionResult:
     """Compact the packs at least `dead_share` unused (the writer lock must be held).
 
-    Raises ChunkError (nothing named changed) when a page read back differs from its recorded
-    digest, and SpaceError before the new pack would leave less than `keep_free` bytes free.
+    `on_plan(plan)` is called once the plan is made, before any copy (a progress bar's total);
+    `on_bytes(n)` after each page copied. Raises ChunkError (nothing named changed) when a page
+    read back differs from its recorded digest, and SpaceError before the new pack would leave
+    less than `keep_free` bytes free.
     """
     catalog.finish_index_rewrites(settings.backups_dir)
     chosen = plan(settings, dead_share)
+    if on_plan is not None:
+        on_plan(chosen)
     if not chosen.packs:
         return CompactionResult(chosen, None, 0, 0, 0)
     store = chunk_store.ChunkStore(settings.backups_dir)
     store.remove_temporaries()
-    indexes = {
-        folder: chunk_store.read_index(folder / chunk_store.INDEX_FILE)
-        for folder in chosen.checkpoints
-    }
-    live = _live_pages(indexes, {use.name for use in chosen.packs})
     pack = chunk_store.new_pack_name(chosen.packs[-1].name)
-    moved = _copy_live_pages(store, chosen, live, pack, keep_free, on_bytes or (lambda _: None))
-    for folder, index in indexes.items():
+    moved = _copy_live_pages(store, chosen, pack, keep_free, on_bytes or (lambda _: None))
+    for folder, index in chosen.indexes.items():
         catalog.rewrite_index(folder, _moved_index(index, moved, pack))
     removed = catalog.collect_chunks(settings)
-    return CompactionResult(chosen, pack, len(indexes), *removed)
+    return CompactionResult(chosen, pack, len(chosen.indexes), *removed)
 
 
 def _copy_live_pages(
     store: chunk_store.ChunkStore,
     chosen: CompactionPlan,
-    live: dict[str, dict[int, bytes]],
     pack: str,
     keep_free: int,
     on_bytes: Callable[[int], None],
 ) -> dict[tuple[str, int], int]:
     """Copy the live pages of the chosen packs into the new pack `pack`, each checked against the
     digest an index records; return (old pack, entry) -> entry in the new pack."""
+    live = chosen.live
     page_size = chosen.packs[0].page_size
     writer = chunk_store.PackWriter(store, pack, page_size, keep_free)
     moved: dict[tuple[str, int], int] = {}

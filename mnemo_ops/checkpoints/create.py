@@ -28,7 +28,12 @@ from mnemo_ops.database.mnemosyne_api import mnemosyne_version
 from mnemo_ops.disk import reserve
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
-from mnemo_ops.foundation.private_files import ensure_private_dir, fsync_path, sha256_file
+from mnemo_ops.foundation.private_files import (
+    ensure_private_dir,
+    fsync_path,
+    sha256_file,
+    write_new_private,
+)
 from mnemo_ops.foundation.writable import describe_os_error
 from mnemo_ops.settings import Settings
 
@@ -238,14 +243,6 @@ def _store_database(
         )
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
 def _copy_state(settings: Settings, folder: Path) -> dict[str, Any]:
     source = settings.state_db_path
     if not source.is_file() or source.is_symlink():
@@ -376,7 +373,7 @@ def _deduplicated_database(
     shared = dataclasses.replace(space, integrity=check)
     chunked, integrity = _store_database(settings, store, folder.name, progress, shared)
     verify_s = time.perf_counter() - started - chunked.snapshot.copy_s - chunked.snapshot.counts_s
-    _write_private(folder / chunk_store.INDEX_FILE, chunked.index.to_bytes())
+    write_new_private(folder / chunk_store.INDEX_FILE, chunked.index.to_bytes())
     problems = []
     if integrity is None:
         integrity = "not run (pre-write checkpoint: checked by verify and restore)"

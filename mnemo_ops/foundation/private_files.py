@@ -61,6 +61,18 @@ def write_atomic(path: Path, data: bytes) -> None:
     fsync_path(path.parent)
 
 
+def write_new_private(path: Path, data: bytes) -> None:
+    """Write `data` into the new 0600 file `path` and fsync it (refused if `path` exists, a
+    symlink included: nothing is followed)."""
+    descriptor = os.open(
+        path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, PRIVATE_FILE_MODE
+    )
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """`write_atomic` for a JSON document (indented, keys sorted, newline-terminated)."""
     write_atomic(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"))

@@ -20,6 +20,7 @@ from mnemo_ops.checkpoints.create import (
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.foundation.clock import utc_now
+from mnemo_ops.settings import Settings
 
 
 def _report_failure(ctx: JobContext, outcome: CheckpointOutcome) -> None:
@@ -69,7 +70,7 @@ def _would(ctx: JobContext, kind: str, moment) -> JobResult:
     return ctx.result
 
 
-def _compacts(settings) -> bool:
+def _compacts(settings: Settings) -> bool:
     return settings.backup.layout == "deduplicated" and settings.backup.compact_dead_share < 1
 
 
@@ -82,10 +83,13 @@ def _compact(ctx: JobContext) -> None:
     settings = ctx.settings
     try:
         keep_free = check_free_space(settings, shares_previous=True)
-        total = compaction.plan(settings, settings.backup.compact_dead_share).bytes_written
-        with ctx.progress.bar("compacting the checkpoint store", total=total) as bar:
+        with ctx.progress.bar("compacting the checkpoint store") as bar:
             done = compaction.compact(
-                settings, settings.backup.compact_dead_share, keep_free, on_bytes=bar.advance
+                settings,
+                settings.backup.compact_dead_share,
+                keep_free,
+                on_bytes=bar.advance,
+                on_plan=lambda chosen: bar.update(total=chosen.bytes_written),
             )
     except (CheckpointError, chunk_store.ChunkError, OSError) as error:
         corrupt = isinstance(error, chunk_store.ChunkError) and "corrupt" in str(error)

@@ -42,11 +42,7 @@ def rot_a_page_in_use(settings) -> None:
     planned = compaction.plan(settings, 0.3)
     store = chunk_store.ChunkStore(settings.backups_dir)
     victim = planned.packs[0]
-    indexes = {
-        folder: chunk_store.read_index(folder / chunk_store.INDEX_FILE)
-        for folder in planned.checkpoints
-    }
-    live = compaction._live_pages(indexes)[victim.name]
+    live = planned.live[victim.name]
     with store.path_for(victim.name).open("r+b") as handle:
         handle.seek(min(live) * victim.page_size + 100)
         handle.write(b"\x5a" * 16)
