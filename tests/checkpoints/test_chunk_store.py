@@ -41,7 +41,7 @@ def _packs_of(settings, name: str) -> set[str]:
 
 
 def _stored(store: chunk_store.ChunkStore) -> set[str]:
-    return {path.name.removesuffix(chunk_store.PACK_SUFFIX) for path in store.stored()}
+    return {chunk_store.pack_of(path) for path in store.stored()}
 
 
 def test_a_deduplicated_checkpoint_restores_byte_exact_and_private(

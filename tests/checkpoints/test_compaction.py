@@ -8,6 +8,7 @@ Real sample home written by Mnemosyne, real checkpoints, real files.
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -85,7 +86,11 @@ def test_compaction_frees_the_unused_pages_and_keeps_every_checkpoint_exact(
     done = compaction.compact(sample_settings, 0.3)
 
     assert done.rewritten == len(kept) and done.removed_bytes > 0
-    assert store.size_bytes() == size_before - planned.bytes_freed
+    # The pages still in use are kept compressed: the new pack is well under their plain size.
+    new_pack = store.path_for(done.pack)
+    assert new_pack.suffix == chunk_store.COMPRESSED_SUFFIX
+    assert new_pack.stat().st_size < 0.6 * planned.bytes_written
+    assert store.size_bytes() < size_before - planned.bytes_freed
     assert not {use.name for use in planned.packs} & _stored(store)
     assert _databases(sample_settings, kept, tmp_path / "after") == before
     for name in kept:
@@ -180,3 +185,61 @@ def test_nothing_is_compacted_while_a_checkpoint_cannot_be_read(sample, sample_s
     assert planned.packs == [] and "cannot be read" in planned.unsure
     assert compaction.compact(sample_settings, 0.3).pack is None
     assert _files(sample_settings.backups_dir) == before
+
+
+def _compacted_once(sample, settings) -> tuple[list[str], Path]:
+    kept = _aged_store(sample, settings)
+    done = compaction.compact(settings, 0.3)
+    return kept, chunk_store.ChunkStore(settings.backups_dir).path_for(done.pack)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("entry", "does not decompress|differs from its sha256"),
+        ("trailer", "trailer"),
+        ("offsets", "offsets do not add up|trailer"),
+    ],
+)
+def test_a_damaged_compressed_pack_is_refused_naming_it(sample, sample_settings, damage, message):
+    kept, pack = _compacted_once(sample, sample_settings)
+    data = bytearray(pack.read_bytes())
+    if damage == "entry":
+        data[40:56] = b"\x5a" * 16  # inside the first compressed page
+    elif damage == "trailer":
+        del data[-4:]
+    else:
+        offset_table = len(data) - 16 - 8  # the end offset, the last of the table
+        data[offset_table : offset_table + 8] = (len(data) * 2).to_bytes(8, "big")
+    pack.write_bytes(bytes(data))
+
+    # The harm: a checkpoint read from a damaged pack would restore wrong bytes.
+    result = verify_checkpoint(catalog.find_checkpoint(sample_settings, kept[0]))
+    assert not result.ok
+    problems = " ".join(result.problems)
+    assert pack.name in problems
+    assert re.search(message, problems), problems
+
+
+def test_compressed_packs_compact_again_and_stay_byte_exact(
+    sample, sample_settings, tmp_path, monkeypatch
+):
+    kept, first = _compacted_once(sample, sample_settings)
+    _touch_rows(sample.db_path, "rowid % 97 = 0", value=0.9)
+    newest = create_checkpoint(sample_settings, "daily", moment=START + timedelta(days=9)).name
+    catalog.remove_checkpoints([catalog.find_checkpoint(sample_settings, name) for name in kept])
+    catalog.collect_chunks(sample_settings)
+    before = _databases(sample_settings, [newest], tmp_path / "before")
+    # Compact every pack, however little of it is unused, so that the compressed pack's pages are
+    # read back, decompressed, checked and compressed again.
+    monkeypatch.setattr(compaction, "MIN_GAIN_SHARE", 0.0)
+    planned = compaction.plan(sample_settings, 0.0)
+    assert first.name.removesuffix(chunk_store.COMPRESSED_SUFFIX) in {
+        use.name for use in planned.packs
+    }, planned.to_dict()
+
+    done = compaction.compact(sample_settings, 0.0)
+
+    assert not first.exists() and done.pack is not None
+    assert _databases(sample_settings, [newest], tmp_path / "after") == before
+    assert verify_checkpoint(catalog.find_checkpoint(sample_settings, newest)).ok

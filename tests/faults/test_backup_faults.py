@@ -213,10 +213,7 @@ def test_backup_killed_mid_copy_leaves_no_checkpoint_and_the_next_run_completes(
         "store",
     ]
     # The store is consistent: no pack half-written, none that no checkpoint references.
-    stored = {
-        path.name.removesuffix(chunk_store.PACK_SUFFIX)
-        for path in chunk_store.ChunkStore(backups).stored()
-    }
+    stored = {chunk_store.pack_of(path) for path in chunk_store.ChunkStore(backups).stored()}
     index = backups / json.loads(completed.stdout)["checkpoint"] / chunk_store.INDEX_FILE
     assert stored == set(chunk_store.read_index(index).packs)
 
