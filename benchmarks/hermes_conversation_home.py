@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/hermes_conversation_home.py [--dir DIR] [--age-days 10]
        [--timeline sessions|written] [--sync-roles user,assistant] [--writer auto|plugin|mnemosyne]
-       [--small]
+       [--small] [--grow ROWS]
 
 The home of issue 26 (``mnemo_ops.samples.hermes_conversations``, `BENCHMARK_SIZE`): ten gateway
 chats of 19 sessions of 30 turns (5,700 turns), about 300 questions whose evidence turns are known,
@@ -10,6 +10,10 @@ written through the Hermes plugin's own ``sync_turn`` where ``mnemosyne-hermes``
 4.0 venv), else through BeamMemory with the plugin's arguments. ``--small`` builds the tests' size
 instead. Run it with the interpreter of the venv whose Mnemosyne (and plugin) should write it; the
 home is left in DIR (default: a folder under /tmp/mnemo-ops-bench/) for the eval to measure.
+``--grow ROWS`` then appends ROWS generated realistic rows (``realistic_memories``: sessions a day
+apart up to now, those older than 7 days already consolidated, as Mnemosyne's auto-sleep leaves a
+long history): the scaled home of the evening-batch measurement (``--age-days 10 --grow 113000``:
+117k rows), run with ``live_agent_latency.py --home DIR --jobs evening-batch``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mnemo_ops.samples import hermes_conversations  # noqa: E402
+from mnemo_ops.samples import hermes_conversations, realistic_memories  # noqa: E402
 
 
 def main() -> None:
@@ -36,6 +40,7 @@ def main() -> None:
     parser.add_argument("--writer", choices=hermes_conversations.WRITERS, default="auto")
     parser.add_argument("--small", action="store_true", help="the tests' size")
     parser.add_argument("--seed", type=int, default=26)
+    parser.add_argument("--grow", type=int, default=0, help="generated rows to append")
     arguments = parser.parse_args()
     os.environ.setdefault("MNEMOSYNE_NO_EMBEDDINGS", "1")
     sizes = {} if arguments.small else hermes_conversations.BENCHMARK_SIZE
@@ -52,6 +57,9 @@ def main() -> None:
         timeline=arguments.timeline,
         **sizes,
     )
+    grown = {}
+    if arguments.grow:
+        grown = realistic_memories.add_realistic_memories(layout.db_path, arguments.grow)
     seconds = time.monotonic() - started
     manifest = hermes_conversations.read_manifest(layout)
     shown = {
@@ -70,6 +78,8 @@ def main() -> None:
             "write_seconds",
         )
     }
+    if grown:
+        shown["grown"] = grown
     print(json.dumps(shown, indent=2))
     print(f"built in {seconds:.1f} s: {layout.hermes_home}")
 
