@@ -371,9 +371,8 @@ def rewrite_index(folder: Path, index: chunk_store.Index) -> None:
     new_index = index_path.with_name(index_path.name + REWRITE_SUFFIX)
     new_manifest = manifest_path.with_name(manifest_path.name + REWRITE_SUFFIX)
     for path, content in ((new_index, data), (new_manifest, _manifest_text(manifest).encode())):
-        path.unlink(
-            missing_ok=True
-        )  # a leftover of a killed run (a symlink is removed, not followed)
+        # A leftover of a killed run goes first (a symlink is removed, never followed).
+        path.unlink(missing_ok=True)
         write_new_private(path, content)
     fsync_path(folder)
     os.rename(new_index, index_path)

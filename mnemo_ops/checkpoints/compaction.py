@@ -136,10 +136,10 @@ def plan(settings: Settings, dead_share: float) -> CompactionPlan:
     page_sizes = {name: index.page_size for index in indexes.values() for name in index.packs}
     chosen: list[PackUse] = []
     uses: list[PackUse] = []
-    for name in sorted(live):
-        if not store.has(name):
-            return CompactionPlan([], [], f"pack {store.path_for(name)} is missing")
-        try:
+    try:
+        for name in sorted(live):
+            if not store.has(name):
+                return CompactionPlan([], [], f"pack {store.path_for(name)} is missing")
             use = PackUse(
                 name,
                 page_sizes[name],
@@ -147,13 +147,13 @@ def plan(settings: Settings, dead_share: float) -> CompactionPlan:
                 len(live[name]),
                 store.path_for(name).stat().st_size,
             )
-        except chunk_store.ChunkError as error:
-            return CompactionPlan([], [], str(error))
-        finally:
-            store.close()
-        if use.pages and use.dead_share >= dead_share:
-            chosen.append(use)
-        uses.append(use)
+            if use.pages and use.dead_share >= dead_share:
+                chosen.append(use)
+            uses.append(use)
+    except chunk_store.ChunkError as error:  # a compressed pack whose trailer cannot be read
+        return CompactionPlan([], [], str(error))
+    finally:
+        store.close()
     # One new pack holds pages of one size (a VACUUM may have changed it): the newest size's.
     chosen = [use for use in chosen if use.page_size == chosen[-1].page_size] if chosen else []
     stored = sum(use.stored_bytes for use in uses)
