@@ -36,7 +36,13 @@ from mnemo_ops.commands import (
     why,
 )
 from mnemo_ops.commands import eval as eval_commands
-from mnemo_ops.commands.common import CURRENT, configure_logging, stdout_closed
+from mnemo_ops.commands.common import (
+    AppState,
+    begin_invocation,
+    configure_logging,
+    end_invocation,
+    stdout_closed,
+)
 from mnemo_ops.foundation.exit_codes import FAILED, OK, USAGE
 from mnemo_ops.foundation.writable import describe_os_error
 
@@ -90,11 +96,16 @@ def main_options(
     ),
 ) -> None:
     """Scheduled, idempotent, dry-run-capable maintenance jobs for a Mnemosyne memory database."""
-    CURRENT.db, CURRENT.state_dir, CURRENT.config = db, state_dir, config
-    CURRENT.json = json_output
-    CURRENT.verbosity = -1 if quiet else verbose
-    ctx.obj = CURRENT
-    configure_logging(CURRENT.verbosity)
+    app_state = AppState(
+        db=db,
+        state_dir=state_dir,
+        config=config,
+        json=json_output,
+        verbosity=-1 if quiet else verbose,
+    )
+    begin_invocation(app_state)
+    ctx.obj = app_state
+    configure_logging(app_state.verbosity)
 
 
 COMMAND_MODULES = (
@@ -302,6 +313,14 @@ def main(argv: list[str] | None = None) -> None:
     Every outcome is an exit code and, with ``--json``, exactly one JSON object on stdout: usage
     errors of the command line (``{"error": ..., "exit_code": 2}``) and unexpected crashes too.
     """
+    token = begin_invocation(AppState())
+    try:
+        _main(argv)
+    finally:
+        end_invocation(token)
+
+
+def _main(argv: list[str] | None) -> None:
     command = typer.main.get_command(app)
     prepare_help(command)
     arguments = hoist_global_options(command, list(sys.argv[1:] if argv is None else argv))

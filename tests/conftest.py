@@ -1,8 +1,10 @@
 """Shared fixtures: an isolated environment, the sample home (built once by the real Mnemosyne API,
-copied per test), settings for it, and the CLI run as a real subprocess."""
+copied per test), settings for it, and the CLI (in this process, or a real child for job runs)."""
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import subprocess
 import sys
@@ -137,16 +139,42 @@ def sample_settings(sample) -> Settings:
     return load_settings(db=sample.db_path, state_dir=sample.state_dir, environ=sample.environ())
 
 
+CHILD_PROCESS_COMMANDS = frozenset({"run", "demo"})
+"""Commands `run_cli` runs in a real child process unless told otherwise: a job's run is where the
+process is the subject (its lock, its signals, its children, Mnemosyne imported by its stages)."""
+
+
 def run_cli(
     layout: SampleLayout | None,
     *args: str,
     env: dict[str, str] | None = None,
     input_text: str | None = None,
     timeout: float = 120,
+    child_process: bool | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run ``python -m mnemo_ops ARGS`` in a real subprocess with the sample's environment."""
+    """Run ``mnemo-ops ARGS`` with the sample's environment; the outcome as a CompletedProcess.
+
+    Help, usage errors, config errors, JSON shapes and the read-only commands run in this process
+    through the real entry point (``cli.main``, milliseconds each); ``run`` and ``demo`` run as
+    ``python -m mnemo_ops ARGS`` in a child. `child_process` forces either way.
+    """
     environ = layout.environ() if layout is not None else dict(os.environ)
     environ.update(env or {})
+    if child_process is None:
+        command = next((argument for argument in args if not argument.startswith("-")), None)
+        child_process = command in CHILD_PROCESS_COMMANDS
+    if child_process:
+        return run_cli_process(args, environ, input_text, timeout)
+    return run_cli_in_process(args, environ, input_text)
+
+
+def run_cli_process(
+    args: tuple[str, ...] | list[str],
+    environ: dict[str, str],
+    input_text: str | None = None,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess:
+    """``python -m mnemo_ops ARGS`` in a real child process with `environ`."""
     return subprocess.run(
         [sys.executable, "-m", "mnemo_ops", *args],
         env=environ,
@@ -154,6 +182,42 @@ def run_cli(
         text=True,
         input=input_text,
         timeout=timeout,
+    )
+
+
+def run_cli_in_process(
+    args: tuple[str, ...] | list[str], environ: dict[str, str], input_text: str | None = None
+) -> subprocess.CompletedProcess:
+    """``mnemo-ops ARGS`` through ``cli.main`` in this process, as a child would see it: `environ`
+    as the whole environment, stdin from `input_text`, stdout and stderr captured (not terminals),
+    the exit code from its SystemExit. The environment, the logging set-up and the working folder
+    are put back afterwards."""
+    from mnemo_ops import cli
+
+    saved_environ = dict(os.environ)
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    saved_directory = os.getcwd()
+    stdout, stderr = io.StringIO(), io.StringIO()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    os.environ.clear()
+    os.environ.update(environ)
+    sys.stdin, sys.stdout, sys.stderr = io.StringIO(input_text or ""), stdout, stderr
+    try:
+        try:
+            cli.main(list(args))
+            code = 0
+        except SystemExit as error:
+            code = error.code if isinstance(error.code, int) else (0 if error.code is None else 1)
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.environ.clear()
+        os.environ.update(saved_environ)
+        root.handlers[:] = saved_handlers
+        root.setLevel(saved_level)
+        os.chdir(saved_directory)
+    return subprocess.CompletedProcess(
+        ["mnemo-ops", *args], code, stdout=stdout.getvalue(), stderr=stderr.getvalue()
     )
 
 

@@ -10,7 +10,7 @@ import typer
 from mnemo_ops.checkpoints import catalog, retention
 from mnemo_ops.checkpoints.restore import restore_checkpoint
 from mnemo_ops.checkpoints.verify import verify_checkpoint
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import command_group, emit, handle_errors, invocation_state
 from mnemo_ops.core.manifests import JobManifest, effective_manifests
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.foundation.clock import utc_now
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def list_command() -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         infos = catalog.list_checkpoints(settings)
         plan = catalog.plan_retention(settings)
         schedule = _backup_schedule(settings)
@@ -133,8 +133,8 @@ def register(app: typer.Typer) -> None:
     def verify_command(
         name: str = typer.Argument(..., help="The checkpoint (see: mnemo-ops backup list)."),
     ) -> None:
-        info = catalog.find_checkpoint(CURRENT.settings, name)
-        report = verify_checkpoint(info, ProgressReporter(CURRENT.show_progress))
+        info = catalog.find_checkpoint(invocation_state().settings, name)
+        report = verify_checkpoint(info, ProgressReporter(invocation_state().show_progress))
 
         def text(console) -> None:
             if report.ok:
@@ -178,12 +178,12 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         outcome = restore_checkpoint(
-            CURRENT.settings,
+            invocation_state().settings,
             name,
             target=to,
             dry_run=dry_run,
             force=force,
-            progress=ProgressReporter(CURRENT.show_progress),
+            progress=ProgressReporter(invocation_state().show_progress),
         )
 
         def text(console) -> None:

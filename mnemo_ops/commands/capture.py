@@ -15,7 +15,7 @@ import typer
 
 from mnemo_ops.bridge.items import VERACITIES, Item, parse_file
 from mnemo_ops.bridge.spool import Spool
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import UsageError
 
@@ -109,7 +109,8 @@ def register(app: typer.Typer) -> None:
                 raise UsageError("not captured: stdin is not UTF-8") from None
             text = text.rstrip("\n")
         path, item = capture(
-            CURRENT.settings, build_item(text, source, importance, veracity, session, key)
+            invocation_state().settings,
+            build_item(text, source, importance, veracity, session, key),
         )
         data = {
             "queued": path,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import functools
 import logging
@@ -125,15 +126,37 @@ def table(title: str | None = None, **options: Any) -> Table | PlainTable:
     return PlainTable(title=title, **options)
 
 
-CURRENT = AppState()
-"""The state of the running command (one command per process)."""
+_INVOCATION: contextvars.ContextVar[AppState | None] = contextvars.ContextVar(
+    "mnemo_ops_invocation", default=None
+)
+"""The state of the command being run, set by the root callback for one invocation of ``main``
+(a context variable, so that two invocations in one process, as in the tests, share nothing)."""
+
+
+def begin_invocation(app_state: AppState) -> contextvars.Token:
+    """Make `app_state` the state of the command now being run; `end_invocation` undoes it."""
+    return _INVOCATION.set(app_state)
+
+
+def end_invocation(token: contextvars.Token) -> None:
+    """Forget the state `begin_invocation` set (the command has finished)."""
+    _INVOCATION.reset(token)
+
+
+def invocation_state() -> AppState:
+    """The AppState of the command being run (defaults when no command is being run)."""
+    app_state = _INVOCATION.get()
+    if app_state is None:
+        app_state = AppState()
+        _INVOCATION.set(app_state)
+    return app_state
 
 
 def state(ctx: typer.Context | None = None) -> AppState:
     """The AppState for this invocation."""
     if ctx is not None and isinstance(ctx.obj, AppState):
         return ctx.obj
-    return CURRENT
+    return invocation_state()
 
 
 class MnemosyneOnce(logging.Filter):
@@ -167,16 +190,39 @@ class MnemosyneOnce(logging.Filter):
         return True
 
 
+class StderrHandler(logging.StreamHandler):
+    """mnemo-ops' log handler: writes to whatever ``sys.stderr`` is when a record comes (a command
+    run in-process, as in the tests, has its stderr swapped for each invocation)."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self):
+        """The current ``sys.stderr``."""
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def configure_logging(verbosity: int) -> None:
-    """Warnings to stderr; -v adds info, -vv debug (with tracebacks of unexpected errors)."""
+    """Warnings to stderr; -v adds info, -vv debug (with tracebacks of unexpected errors).
+
+    One handler of ours on the root logger, replaced on every call (a second invocation in the same
+    process starts with its own Mnemosyne-once filter), beside any handler someone else added.
+    """
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="mnemo-ops: %(levelname)s: %(message)s"
-    )
+    root = logging.getLogger()
+    root.setLevel(level)
+    for handler in [handler for handler in root.handlers if isinstance(handler, StderrHandler)]:
+        root.removeHandler(handler)
+    handler = StderrHandler()
+    handler.setFormatter(logging.Formatter("mnemo-ops: %(levelname)s: %(message)s"))
     if verbosity < 2:
-        for handler in logging.getLogger().handlers:
-            if not any(isinstance(item, MnemosyneOnce) for item in handler.filters):
-                handler.addFilter(MnemosyneOnce())
+        handler.addFilter(MnemosyneOnce())
+    root.addHandler(handler)
 
 
 class PipeConsole(Console):
@@ -206,10 +252,10 @@ def stdout_closed() -> None:
 def emit(data: dict[str, Any], text: Callable[[Console], None]) -> None:
     """Print `data` as one JSON object with --json, else call `text` with the stdout console."""
     try:
-        if CURRENT.json:
+        if invocation_state().json:
             print_json(PipeConsole(), data)
         else:
-            text(CURRENT.console)
+            text(invocation_state().console)
         sys.stdout.flush()
     except BrokenPipeError:
         stdout_closed()
@@ -217,7 +263,7 @@ def emit(data: dict[str, Any], text: Callable[[Console], None]) -> None:
 
 def fail(error: MnemoOpsError) -> None:
     """Print one line for an expected failure (and a JSON object with --json), then exit with its code."""
-    if CURRENT.json:
+    if invocation_state().json:
         try:
             print_json(PipeConsole(), {"error": error.message, "exit_code": error.exit_code})
         except BrokenPipeError:
@@ -230,10 +276,10 @@ def record_installed(scheduler: str, jobs: list[str]) -> None:
     """Record which jobs `scheduler` now runs for this database, and since when (the overdue check
     counts only slots after that); a state dir that cannot take the record only costs a warning."""
     try:
-        install_times.record(CURRENT.settings, scheduler, jobs, utc_now())
+        install_times.record(invocation_state().settings, scheduler, jobs, utc_now())
     except (OSError, MnemoOpsError) as error:
         reason = error.message if isinstance(error, MnemoOpsError) else describe_os_error(error)
-        CURRENT.err_console.print(
+        invocation_state().err_console.print(
             f"mnemo-ops: warning: could not record the install time in the state dir: {reason}",
             markup=False,
             soft_wrap=True,

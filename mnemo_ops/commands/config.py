@@ -7,7 +7,7 @@ import json
 import typer
 import yaml
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.settings import file_values, json_schema
 
 
@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def show_command() -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         data = {
             "paths": settings.to_dict(),
             "options": file_values(settings.config),

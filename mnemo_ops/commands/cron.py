@@ -11,10 +11,10 @@ from __future__ import annotations
 import typer
 
 from mnemo_ops.commands.common import (
-    CURRENT,
     command_group,
     emit,
     handle_errors,
+    invocation_state,
     record_installed,
 )
 from mnemo_ops.core.manifests import effective_manifests
@@ -30,7 +30,7 @@ CRONTAB_HELP = (
 
 
 def _rendered(command: list[str], with_paths: bool) -> str:
-    settings = CURRENT.settings
+    settings = invocation_state().settings
     global_args = command[1:] + (path_arguments(settings) if with_paths else [])
     disabled = {name for name in JOB_NAMES if not settings.job(name).enabled}
     return crontab.render(
@@ -51,7 +51,7 @@ def _entries(command: str | None, portable: bool = False) -> str:
 
 def _scheduled_jobs() -> list[str]:
     """The jobs the block runs (implemented and enabled: the others are left out or commented)."""
-    settings = CURRENT.settings
+    settings = invocation_state().settings
     return [
         name
         for name, manifest in effective_manifests(settings).items()
@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         current = crontab.read_crontab()
         updated = new_text_for(current)
         change = crontab.diff(current, updated)
-        warnings = installed_elsewhere(CURRENT.settings, "crontab", jobs) if jobs else []
+        warnings = installed_elsewhere(invocation_state().settings, "crontab", jobs) if jobs else []
         if not dry_run and change:
             crontab.write_crontab(updated)
         if not dry_run:
@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
 
         def text(console) -> None:
             for warning in warnings:
-                CURRENT.err_console.print(
+                invocation_state().err_console.print(
                     f"mnemo-ops: warning: {warning}", markup=False, soft_wrap=True
                 )
             if not change:

@@ -11,7 +11,7 @@ import typer
 
 from mnemo_ops import database
 from mnemo_ops.canonical import trigger
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.commands.common import table as results_table
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.foundation.exit_codes import FAILED, OK
@@ -58,7 +58,7 @@ def run_demo(directory: Path | None, temporary: Path | None = None) -> tuple[Sam
     results = [_set_up_eval_gate(settings)] if "retrieval-eval" in available else []
     for job in DEMO_ORDER:
         if job in available:
-            results.append(run_job(settings, job, show_progress=CURRENT.show_progress))
+            results.append(run_job(settings, job, show_progress=invocation_state().show_progress))
     return layout, results
 
 
@@ -96,7 +96,7 @@ def _set_up_eval_gate(settings):
         settings,
         "retrieval-eval",
         options={"write_baseline": str(eval_dir / "baseline.json")},
-        show_progress=CURRENT.show_progress,
+        show_progress=invocation_state().show_progress,
     )
 
 

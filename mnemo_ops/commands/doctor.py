@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from mnemo_ops import database
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.commands.common import table as results_table
 from mnemo_ops.core.manifests import load_manifests
 from mnemo_ops.database import versions
@@ -211,7 +211,7 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def doctor_command() -> None:
-        checks, code = collect_doctor(CURRENT)
+        checks, code = collect_doctor(invocation_state())
 
         def text(console) -> None:
             table = results_table(title="mnemo-ops doctor")
@@ -231,7 +231,7 @@ def register(app: typer.Typer) -> None:
             blocking = next(
                 c for c in checks if c["status"] == "error" and c["check"] in BLOCKING_CHECKS
             )
-            CURRENT.err_console.print(
+            invocation_state().err_console.print(
                 f"mnemo-ops: error: {blocking['check']}: {blocking['detail']}",
                 markup=False,
                 soft_wrap=True,

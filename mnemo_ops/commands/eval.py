@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mnemo_ops.commands import eval_explain
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import command_group, emit, handle_errors, invocation_state
 from mnemo_ops.commands.render import render_result
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.jobs import run_job
@@ -61,7 +61,7 @@ def render_evaluation(console: Console, result: JobResult) -> None:
                     category, str(values["cases"]), *(f"{values[name]:.3f}" for name in names)
                 )
             console.print(categories)
-    render_result(console, result, verbose=CURRENT.verbosity > 0)
+    render_result(console, result, verbose=invocation_state().verbosity > 0)
 
 
 def render_comparison(console: Console, comparison: dict, show_all: bool = False) -> None:
@@ -124,7 +124,7 @@ def _finish(result: JobResult) -> None:
     emit(result.to_dict(), lambda console: render_evaluation(console, result))
     if result.error and result.status == "failed":
         # One unwrapped line on stderr, so CI logs show why the gate closed whatever the terminal width.
-        CURRENT.err_console.print(
+        invocation_state().err_console.print(
             f"mnemo-ops: eval failed: {result.error}", markup=False, soft_wrap=True
         )
     raise typer.Exit(result.exit_code)
@@ -215,11 +215,11 @@ def register(app: typer.Typer) -> None:
             "python": _absolute(python),
         }
         result = run_job(
-            CURRENT.settings,
+            invocation_state().settings,
             "retrieval-eval",
             dry_run=dry_run,
             options={key: value for key, value in options.items() if value not in (None, False)},
-            show_progress=CURRENT.show_progress,
+            show_progress=invocation_state().show_progress,
         )
         _finish(result)
 
@@ -250,11 +250,11 @@ def register(app: typer.Typer) -> None:
             "python": _absolute(python),
         }
         result = run_job(
-            CURRENT.settings,
+            invocation_state().settings,
             "retrieval-eval",
             dry_run=dry_run,
             options={key: value for key, value in options.items() if value is not None},
-            show_progress=CURRENT.show_progress,
+            show_progress=invocation_state().show_progress,
         )
         _finish(result)
 
@@ -294,7 +294,7 @@ def register(app: typer.Typer) -> None:
             Path(db),
             Path(suite),
             limit=limit,
-            show_progress=CURRENT.show_progress,
+            show_progress=invocation_state().show_progress,
         )
 
         def text(console: Console) -> None:

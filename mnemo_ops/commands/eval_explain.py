@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.evaluation.explain import MISMATCH, REASONS, SuiteExplanation, explain_suite
 from mnemo_ops.evaluation.suite import load_suite
@@ -127,12 +127,14 @@ def register(group: typer.Typer) -> None:
     ) -> None:
         if only is not None and only not in ONLY_CHOICES:
             raise UsageError(f"--only takes {', '.join(ONLY_CHOICES)}, got {only!r}")
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         chosen = suite or settings.retrieval_eval.suite
         path = Path(chosen).expanduser().absolute() if chosen else default_suite_path(settings)
         loaded = load_suite(path)
         count = len(case_ids) if case_ids else len(loaded.cases)
-        with ProgressReporter(CURRENT.show_progress).bar("explaining", total=count) as bar:
+        with ProgressReporter(invocation_state().show_progress).bar(
+            "explaining", total=count
+        ) as bar:
             explained = explain_suite(settings, loaded, case_ids or (), progress=bar.advance)
         only_misses = only == "misses"
         emit(
@@ -140,7 +142,7 @@ def register(group: typer.Typer) -> None:
             lambda console: render_suite_explanation(console, explained, only_misses),
         )
         if explained.mismatches:
-            CURRENT.err_console.print(
+            invocation_state().err_console.print(
                 f"mnemo-ops: {MISMATCH}: the reproduction differed from the plugin's prefetch for "
                 f"{len(explained.mismatches)} case(s): "
                 + ", ".join(case.case.id for case in explained.mismatches[:5]),

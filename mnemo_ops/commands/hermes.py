@@ -8,10 +8,10 @@ from collections import Counter
 import typer
 
 from mnemo_ops.commands.common import (
-    CURRENT,
     command_group,
     emit,
     handle_errors,
+    invocation_state,
     record_installed,
 )
 from mnemo_ops.commands.common import table as results_table
@@ -42,7 +42,7 @@ EXIT_CODES = (
 
 
 def _request(deliver: str | None, wait: float | None) -> InstallRequest:
-    settings = CURRENT.settings
+    settings = invocation_state().settings
     deliver = deliver if deliver is not None else settings.scheduling.hermes.deliver
     if deliver is not None and (not deliver or any(character.isspace() for character in deliver)):
         raise UsageError(
@@ -68,12 +68,12 @@ def _request(deliver: str | None, wait: float | None) -> InstallRequest:
 
 
 def _paths() -> HermesPaths:
-    return HermesPaths(CURRENT.settings.hermes_home)
+    return HermesPaths(invocation_state().settings.hermes_home)
 
 
 def _print_plan(console, plan: HermesPlan, action: str) -> None:
     for warning in plan.warnings:
-        CURRENT.err_console.print(f"mnemo-ops: warning: {warning}", markup=False)
+        invocation_state().err_console.print(f"mnemo-ops: warning: {warning}", markup=False)
     if not plan.changed:
         console.print(f"Hermes cron already up to date ({action}: nothing to do)", markup=False)
         return
@@ -182,7 +182,7 @@ def register(app: typer.Typer) -> None:
         request = _request(deliver, wait)
         paths = _paths()
         jobs = [job for job in request.manifests if job not in request.disabled]
-        elsewhere = installed_elsewhere(CURRENT.settings, "hermes", jobs)
+        elsewhere = installed_elsewhere(invocation_state().settings, "hermes", jobs)
         if dry_run:
             plan = plan_install(paths, request)
         else:
@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def uninstall_command(dry_run: bool = dry_run_option, wait: float = wait_option) -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         paths = _paths()
         if dry_run:
             plan = plan_uninstall(paths)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.commands.common import table as results_table
 from mnemo_ops.scheduling.installations import UNINSTALL, duplicates, installations
 from mnemo_ops.scheduling.job_table import job_table
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def jobs_command() -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         found = installations(settings)
         rows = job_table(settings, found)
         for row in rows:
@@ -69,6 +69,8 @@ def register(app: typer.Typer) -> None:
                 )
             console.print(table)
             for warning in warnings:
-                CURRENT.err_console.print(f"mnemo-ops: warning: {warning['message']}", markup=False)
+                invocation_state().err_console.print(
+                    f"mnemo-ops: warning: {warning['message']}", markup=False
+                )
 
         emit({"jobs": rows, "warnings": warnings}, text)

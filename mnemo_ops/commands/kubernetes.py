@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import command_group, emit, handle_errors, invocation_state
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import kubernetes
 from mnemo_ops.scheduling.invocation import scheduled_flags
@@ -44,7 +44,7 @@ def register(app: typer.Typer) -> None:
         ),
         namespace: str = typer.Option(None, "--namespace", help="Namespace.", metavar="NAME"),
     ) -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
 
         configured = settings.scheduling.kubernetes
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import command_group, emit, handle_errors, invocation_state
 from mnemo_ops.selfcare import quarantine
 
 
@@ -34,17 +34,19 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         entries = [
             entry
-            for entry in quarantine.list_entries(CURRENT.settings)
+            for entry in quarantine.list_entries(invocation_state().settings)
             if show_all or entry["status"] == "staged"
         ]
 
         def text(console) -> None:
             if not entries:
-                console.print(f"quarantine is empty ({CURRENT.settings.quarantine_dir})")
+                console.print(f"quarantine is empty ({invocation_state().settings.quarantine_dir})")
                 return
             # Plain lines, not a table: the ID must never be wrapped, it is what the user copies.
             console.print(
-                f"quarantine {CURRENT.settings.quarantine_dir}", markup=False, highlight=False
+                f"quarantine {invocation_state().settings.quarantine_dir}",
+                markup=False,
+                highlight=False,
             )
             for entry in entries:
                 console.print(
@@ -57,7 +59,10 @@ def register(app: typer.Typer) -> None:
                 )
             console.print("Put one back with: mnemo-ops quarantine restore ID")
 
-        emit({"quarantine_dir": str(CURRENT.settings.quarantine_dir), "entries": entries}, text)
+        emit(
+            {"quarantine_dir": str(invocation_state().settings.quarantine_dir), "entries": entries},
+            text,
+        )
 
     @group.command(
         "restore",
@@ -80,7 +85,9 @@ def register(app: typer.Typer) -> None:
             help="Replace the file now at the original path, keeping it in quarantine first.",
         ),
     ) -> None:
-        entry = quarantine.restore(CURRENT.settings, entry_id, dry_run=dry_run, replace=replace)
+        entry = quarantine.restore(
+            invocation_state().settings, entry_id, dry_run=dry_run, replace=replace
+        )
         verb = "would restore" if dry_run else "restored"
 
         def text(console) -> None:

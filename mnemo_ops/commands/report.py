@@ -8,7 +8,7 @@ import sys
 import typer
 
 from mnemo_ops import database
-from mnemo_ops.commands.common import CURRENT, handle_errors
+from mnemo_ops.commands.common import handle_errors, invocation_state
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.foundation.writable import require_writable
 from mnemo_ops.selfcare import report as morning_report
@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
                 f"--format must be one of {', '.join(report_render.FORMATS)}, got {output_format!r}"
             )
         period = morning_report.parse_period(since)
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         # A missing or non-Mnemosyne database is exit 2 with one line, as for every job.
         database.open_memory_db(settings.db_path, readonly=True).close()
         if not no_write:
@@ -63,11 +63,11 @@ def register(app: typer.Typer) -> None:
         written = None if no_write else report_render.write_report_file(settings, built)
         if quiet_if_ok and not built.needs_attention:
             raise typer.Exit(built.exit_code)
-        if CURRENT.json:
+        if invocation_state().json:
             data = built.to_dict()
             data["written"] = str(written) if written else None
             sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-        elif CURRENT.verbosity >= 0 or built.needs_attention:
+        elif invocation_state().verbosity >= 0 or built.needs_attention:
             sys.stdout.write(report_render.render(built, output_format))
         sys.stdout.flush()
         raise typer.Exit(built.exit_code)

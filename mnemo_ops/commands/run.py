@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.commands.render import render_result
 from mnemo_ops.core.results import Severity, Status
 from mnemo_ops.foundation.errors import UsageError
@@ -86,36 +86,40 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         options = parse_options(option, ctx.args)
         result = run_job(
-            CURRENT.settings,
+            invocation_state().settings,
             job,
             dry_run=dry_run,
             force=force,
             wait_s=wait,
             options=options,
-            show_progress=CURRENT.show_progress,
+            show_progress=invocation_state().show_progress,
         )
         emit(
             result.to_dict(),
-            lambda console: render_result(console, result, verbose=CURRENT.verbosity > 0),
+            lambda console: render_result(
+                console, result, verbose=invocation_state().verbosity > 0
+            ),
         )
-        if CURRENT.verbosity < 0 and not CURRENT.json:
+        if invocation_state().verbosity < 0 and not invocation_state().json:
             # -q (cron): stdout stays empty; problems still reach stderr, so cron mails only those.
             for warning in result.warnings:
                 if warning.severity != Severity.INFO:
-                    CURRENT.err_console.print(
+                    invocation_state().err_console.print(
                         f"mnemo-ops: {result.job}: {warning.severity}: {warning.code}: {warning.message}",
                         markup=False,
                     )
             if result.error and result.status == Status.FAILED:
-                CURRENT.err_console.print(  # one unwrapped line, whatever the terminal width
+                invocation_state().err_console.print(  # one unwrapped line, whatever the terminal width
                     f"mnemo-ops: {result.job} failed: {result.error}", markup=False, soft_wrap=True
                 )
-        elif result.error and result.exit_code == USAGE and not CURRENT.json:
+        elif result.error and result.exit_code == USAGE and not invocation_state().json:
             # A run refused before it started (exit 2, e.g. the Mnemosyne version check): the same
             # one line on stderr as any other usage or database error, beside the rendered result.
-            CURRENT.err_console.print(
+            invocation_state().err_console.print(
                 f"mnemo-ops: error: {result.error}", markup=False, soft_wrap=True
             )
-        if result.status == Status.SKIPPED and result.error and not CURRENT.json:
-            CURRENT.err_console.print(f"mnemo-ops: skipped: {result.error}", markup=False)
+        if result.status == Status.SKIPPED and result.error and not invocation_state().json:
+            invocation_state().err_console.print(
+                f"mnemo-ops: skipped: {result.error}", markup=False
+            )
         raise typer.Exit(result.exit_code)

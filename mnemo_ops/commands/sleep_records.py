@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from mnemo_ops import database
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import command_group, emit, handle_errors, invocation_state
 from mnemo_ops.core import state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.results import JobResult
@@ -82,7 +82,7 @@ def register_group(app: typer.Typer, spec: RecordsGroup) -> None:
         night: str = typer.Option(None, "--night", help="Only this night (YYYY-MM-DD)."),
         show_all: bool = typer.Option(False, "--all", help="Include those already restored."),
     ) -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         connection = database.open_memory_db(settings.db_path, readonly=True)
         ledger = state.open_state_readonly(settings.state_db_path)
         try:
@@ -121,7 +121,7 @@ def register_group(app: typer.Typer, spec: RecordsGroup) -> None:
             0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
         ),
     ) -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         memory_ids = list(memory_ids or [])
         if sum(bool(choice) for choice in (memory_ids, night, everything)) != 1:
             raise UsageError("name the memories to restore: IDs, or --night NIGHT, or --all")

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from mnemo_ops import database
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.core import state
 from mnemo_ops.core.lock import describe_holder, lock_path_for, probe_holder
 from mnemo_ops.settings import Settings
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def status_command() -> None:
-        data = collect_status(CURRENT.settings)
+        data = collect_status(invocation_state().settings)
 
         def text(console) -> None:
             console.print(

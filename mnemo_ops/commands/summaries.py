@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from mnemo_ops import database
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import command_group, emit, handle_errors, invocation_state
 from mnemo_ops.consolidation import summary_repair
 from mnemo_ops.core import state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
     def list_command(
         show_all: bool = typer.Option(False, "--all", help="Include repairs already reverted."),
     ) -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         ledger = state.open_state_readonly(settings.state_db_path)
         try:
             entries = summary_repair.recorded(
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
             0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
         ),
     ) -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         if dry_run:
             connection = database.open_memory_db(settings.db_path, readonly=True)
             ledger = state.open_state_readonly(settings.state_db_path)

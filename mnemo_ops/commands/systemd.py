@@ -9,10 +9,10 @@ from pathlib import Path
 import typer
 
 from mnemo_ops.commands.common import (
-    CURRENT,
     command_group,
     emit,
     handle_errors,
+    invocation_state,
     record_installed,
 )
 from mnemo_ops.core.manifests import effective_manifests
@@ -28,7 +28,7 @@ EXIT_CODES = (
 
 
 def _options(user: bool, command: str | None) -> systemd.RenderOptions:
-    settings = CURRENT.settings
+    settings = invocation_state().settings
     config = ["--config", str(settings.config_file)] if settings.config_file else []
     return systemd.RenderOptions(
         command=[command] if command else installed_command(),
@@ -45,7 +45,7 @@ def _options(user: bool, command: str | None) -> systemd.RenderOptions:
 
 
 def _units(user: bool, command: str | None, plain: bool = True) -> list[systemd.UnitFile]:
-    manifests = effective_manifests(CURRENT.settings)
+    manifests = effective_manifests(invocation_state().settings)
     return systemd.render_units(manifests, _options(user, command), plain=plain)
 
 
@@ -141,7 +141,7 @@ def register(app: typer.Typer) -> None:
         homes = [Path(path).expanduser().absolute() for path in home or []]
         units = _units(user, None, plain=not homes)
         jobs = sorted({unit.job for unit in units}, key=JOB_NAMES.index)
-        settings = CURRENT.settings
+        settings = invocation_state().settings
 
         def timers_jobs(jobs: list[str]) -> list[str]:
             return [job for job in jobs if settings.job(job).enabled]
@@ -172,7 +172,7 @@ def register(app: typer.Typer) -> None:
 
         def text(console) -> None:
             for warning in warnings:
-                CURRENT.err_console.print(
+                invocation_state().err_console.print(
                     f"mnemo-ops: warning: {warning}", markup=False, soft_wrap=True
                 )
             _print_plan(console, plan, "install")

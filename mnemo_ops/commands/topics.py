@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.topics.report import collect
 
 
@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
             0, "--limit", help="Show only the N largest topics (0: all).", min=0
         ),
     ) -> None:
-        data = collect(CURRENT.settings)
+        data = collect(invocation_state().settings)
         if limit:
             data["topic_map"]["topics"] = data["topic_map"]["topics"][:limit]
 
@@ -54,7 +54,7 @@ def register(app: typer.Typer) -> None:
                         f"  {rank}. {seed['key']}{marker} {seed['preview']}", markup=False
                     )
             for warning in data["warnings"]:
-                CURRENT.err_console.print(
+                invocation_state().err_console.print(
                     f"mnemo-ops: {warning['severity']}: {warning['code']}: {warning['message']}",
                     markup=False,
                 )

@@ -8,7 +8,7 @@ import typer
 
 from mnemo_ops import database
 from mnemo_ops.canonical import trigger
-from mnemo_ops.commands.common import CURRENT, command_group, emit, handle_errors
+from mnemo_ops.commands.common import command_group, emit, handle_errors, invocation_state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 
 RULES = (
@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
             0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
         ),
     ) -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         chosen_owner = trigger.check_owner(owner if owner is not None else settings.owner)
         if dry_run:
             connection = database.open_memory_db(settings.db_path, readonly=True)
@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
             0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
         ),
     ) -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         if dry_run:
             connection = database.open_memory_db(settings.db_path, readonly=True)
             try:
@@ -179,7 +179,7 @@ def register(app: typer.Typer) -> None:
     )
     @handle_errors
     def status_command() -> None:
-        settings = CURRENT.settings
+        settings = invocation_state().settings
         connection = database.open_memory_db(settings.db_path, readonly=True)
         try:
             current = trigger.status(connection)

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from mnemo_ops.commands.common import CURRENT, emit, handle_errors
+from mnemo_ops.commands.common import emit, handle_errors, invocation_state
 from mnemo_ops.commands.eval_explain import STYLES, render_header
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.evaluation.engines.mnemosyne_worker import NEW_CONVERSATION_KEY
@@ -135,14 +135,14 @@ def register(app: typer.Typer) -> None:
             metavar="KEY",
         ),
     ) -> None:
-        settings = CURRENT.settings
-        with ProgressReporter(CURRENT.show_progress).bar("explaining", total=1) as bar:
+        settings = invocation_state().settings
+        with ProgressReporter(invocation_state().show_progress).bar("explaining", total=1) as bar:
             explained = explain_question(
                 settings, question, expect or (), session, progress=bar.advance
             )
         emit(explained.to_dict(), lambda console: render_question(console, explained))
         if explained.explanation.mismatch:
-            CURRENT.err_console.print(
+            invocation_state().err_console.print(
                 f"mnemo-ops: {MISMATCH}: the reproduction differed from the plugin's prefetch",
                 markup=False,
             )
