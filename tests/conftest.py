@@ -161,11 +161,24 @@ def run_cli(
     environ = layout.environ() if layout is not None else dict(os.environ)
     environ.update(env or {})
     if child_process is None:
-        command = next((argument for argument in args if not argument.startswith("-")), None)
-        child_process = command in CHILD_PROCESS_COMMANDS
+        child_process = command_of(args) in CHILD_PROCESS_COMMANDS
     if child_process:
         return run_cli_process(args, environ, input_text, timeout)
     return run_cli_in_process(args, environ, input_text)
+
+
+GLOBAL_OPTIONS_WITH_VALUES = frozenset({"--db", "--state-dir", "--config"})
+
+
+def command_of(args: tuple[str, ...] | list[str]) -> str | None:
+    """The command word of a command line (``run`` in ``--config FILE run backup``)."""
+    arguments = iter(args)
+    for argument in arguments:
+        if argument in GLOBAL_OPTIONS_WITH_VALUES:
+            next(arguments, None)
+        elif not argument.startswith("-"):
+            return argument
+    return None
 
 
 def run_cli_process(
@@ -198,11 +211,13 @@ def run_cli_in_process(
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level
     saved_directory = os.getcwd()
-    stdout, stderr = io.StringIO(), io.StringIO()
+    stdin = io.TextIOWrapper(io.BytesIO((input_text or "").encode()), encoding="utf-8")
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    stderr = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
     saved_streams = sys.stdin, sys.stdout, sys.stderr
     os.environ.clear()
     os.environ.update(environ)
-    sys.stdin, sys.stdout, sys.stderr = io.StringIO(input_text or ""), stdout, stderr
+    sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
     try:
         try:
             cli.main(list(args))
@@ -217,8 +232,14 @@ def run_cli_in_process(
         root.setLevel(saved_level)
         os.chdir(saved_directory)
     return subprocess.CompletedProcess(
-        ["mnemo-ops", *args], code, stdout=stdout.getvalue(), stderr=stderr.getvalue()
+        ["mnemo-ops", *args], code, stdout=captured(stdout), stderr=captured(stderr)
     )
+
+
+def captured(stream: io.TextIOWrapper) -> str:
+    """What was written to `stream`, as text (universal newlines, as ``text=True`` reads a pipe)."""
+    stream.flush()
+    return stream.buffer.getvalue().decode("utf-8", errors="replace").replace("\r\n", "\n")
 
 
 @pytest.fixture
@@ -260,3 +281,50 @@ def busy_cores():
         yield spinners
     finally:
         stop_spinners(spinners)
+
+
+E2E_MARKERS = ("slow", "realistic", "contention")
+"""Markers whose tests belong to the e2e tier too: long fault runs, homes of 50k rows beside a live
+agent, and runs with every core kept busy."""
+
+SLOW_FAST_TIER_TEST_S = 5.0
+"""A fast-tier test that takes longer than this is listed at the end of the run (never failed)."""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Every test with an e2e-tier marker is in the e2e tier (the fast tier is ``-m "not e2e"``)."""
+    for item in items:
+        if any(item.get_closest_marker(name) for name in E2E_MARKERS):
+            item.add_marker(pytest.mark.e2e)
+
+
+FAST_TIER_DURATIONS: dict[str, float] = {}
+"""Seconds per fast-tier test of this run (its setup, call and teardown), for the listing at the
+end; under xdist the controller receives every worker's reports and fills its own."""
+
+
+def pytest_runtest_logreport(report):
+    """Add each phase's time to its test, unless the test is in the e2e tier."""
+    if "e2e" not in report.keywords:
+        FAST_TIER_DURATIONS[report.nodeid] = (
+            FAST_TIER_DURATIONS.get(report.nodeid, 0.0) + report.duration
+        )
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """List the fast-tier tests that took longer than SLOW_FAST_TIER_TEST_S (a listing, not a
+    failure: the budget is read, never asserted)."""
+    slow = sorted(
+        (
+            (seconds, nodeid)
+            for nodeid, seconds in FAST_TIER_DURATIONS.items()
+            if seconds > SLOW_FAST_TIER_TEST_S
+        ),
+        reverse=True,
+    )
+    if not slow:
+        return
+    terminalreporter.section(f"fast-tier tests over {SLOW_FAST_TIER_TEST_S:.0f} s")
+    for seconds, nodeid in slow:
+        terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")

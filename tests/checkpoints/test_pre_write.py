@@ -37,6 +37,7 @@ def _succeed(settings, context: JobContext) -> None:
     ledger.close()
 
 
+@pytest.mark.e2e
 def test_pre_write_checkpoints_are_reused_briefly_and_keep_seven(sample_settings):
     start = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
     with freeze_time(start):

@@ -2,8 +2,13 @@
 
 import json
 
+import pytest
+
 from mnemo_ops.jobs import implemented_jobs
 from tests.conftest import run_cli
+
+# The demo runs every job on a fresh home: the e2e tier (the job tests cover each job in the fast one).
+pytestmark = pytest.mark.e2e
 
 
 def test_demo_runs_every_implemented_job_and_reports(tmp_path):

@@ -74,6 +74,7 @@ def _takes_the_lock(connection: apsw.Connection) -> bool:
     return True
 
 
+@pytest.mark.e2e
 def test_the_patient_handler_finds_the_gaps_sqlites_busy_timeout_misses(greedy_writer):
     # The harm: with SQLite's own busy timeout, waiting a second fails at least once in eight tries.
     plain = apsw.Connection(str(greedy_writer))

@@ -296,6 +296,7 @@ def test_summaries_of_mnemosynes_own_sleep_are_repaired_and_recall_comes_back(
     assert {row[1] for row in summaries(conversations.db_path)} == {1}
 
 
+@pytest.mark.e2e
 def test_a_full_nightly_cycle_keeps_mnemosynes_recall_at_10(conversations, tmp_path):
     """Trigger install, memory-maintain, evening-batch, monthly-maintenance: recall@10 and MRR@10 of
     Mnemosyne's own recall (plain profile) end at or above where they started; nothing is deleted."""

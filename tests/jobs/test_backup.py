@@ -12,6 +12,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.checkpoints import catalog, chunk_store
@@ -358,6 +359,7 @@ def _listed(cli) -> dict[str, dict]:
     return {entry["name"]: entry for entry in listing["checkpoints"]}
 
 
+@pytest.mark.e2e
 def test_eight_manual_backups_never_push_out_a_rollback_point(sample, cli):
     """Issue 28, item 1: memory-maintain's pre-write checkpoint, then eight backups in a minute."""
     code, maintained = run_json(cli, "run", "memory-maintain")
@@ -392,6 +394,7 @@ def test_eight_manual_backups_never_push_out_a_rollback_point(sample, cli):
     assert "rollback point of memory-maintain" in line and "next successful run" in line
 
 
+@pytest.mark.e2e
 def test_a_daily_reused_as_a_pre_write_checkpoint_stays_through_manual_backups(sample, cli):
     """The issue's own case: memory-maintain reused the daily made minutes before it."""
     code, first = run_json(cli, "run", "backup")

@@ -48,6 +48,7 @@ def _canonical_bodies(db_path) -> set[str]:
         connection.close()
 
 
+@pytest.mark.guard
 def test_full_blocks_move_verified_exactly_once_under_the_guard(conversations):
     home = conversations
     original = install_full_blocks(home, mode=0o640)

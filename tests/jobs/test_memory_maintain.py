@@ -255,6 +255,7 @@ def test_backstop_reaches_the_state_the_trigger_keeps(sample, tmp_path):
     assert len(current(with_trigger)) == 11
 
 
+@pytest.mark.e2e
 def test_per_run_cap_resumes_and_ends_where_one_run_ends(sample, tmp_path):
     add_synthetic_memories(sample.db_path, 400, seed=3)
     reference = copy_sample(sample, tmp_path / "reference")
@@ -355,6 +356,7 @@ def test_backstop_is_always_full_without_the_trigger(sample):
     assert again["changes"]["canonical_promoted"] == 1
 
 
+@pytest.mark.e2e
 def test_backstop_cap_spreads_a_large_backlog_over_runs_and_ends_where_one_run_ends(
     sample, tmp_path
 ):
@@ -396,6 +398,7 @@ def test_linking_can_be_turned_off_and_the_backstop_still_promotes(sample):
     assert run_job(sample)["changes"]["edges_created"] > 0  # on by default
 
 
+@pytest.mark.guard
 def test_a_run_with_nothing_new_makes_no_trial_and_a_new_row_brings_it_back(sample):
     """Between full passes a run with no row past either mark changes nothing, so the recall guard's
     trial (its cost at 1M rows: two copies of the file) is skipped; a new row means a trial again."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import apsw
+import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.jobs import run_job
@@ -41,6 +42,7 @@ def _age_and_pin(db_path) -> set[str]:
     return set(pinned)
 
 
+@pytest.mark.e2e
 def test_a_night_on_an_aged_conversation_home(conversations, tmp_path):
     layout = conversations
     pinned = _age_and_pin(layout.db_path)

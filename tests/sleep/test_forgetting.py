@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.core import state
@@ -37,6 +38,7 @@ def _noise_and_important(ids):
     return noise, important
 
 
+@pytest.mark.e2e
 def test_the_forgetting_experiment(experiment, tmp_path):
     """The source paper's experiment, through the whole evening batch under the recall guard: five
     important stated memories and fifty chit-chat ones; three months later at least 45 of the noise
