@@ -1,41 +1,26 @@
-"""The ``mnemo-ops`` command line: parse, load settings, call the library, render the result."""
+"""The ``mnemo-ops`` command line: parse, load settings, call the library, render the result.
+
+It starts fast, since a cron job pays the start-up on every run: the root group lists its commands
+from `COMMANDS` and imports the module of the one command being run only (``--help`` and
+``--version`` import none).
+"""
 
 from __future__ import annotations
 
+import difflib
 import errno
+import importlib
 import json
 import logging
 import re
 import sys
 import traceback
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from mnemo_ops import __version__
-from mnemo_ops.commands import (
-    backup,
-    capture,
-    config,
-    cron,
-    demo,
-    doctor,
-    forgotten,
-    hermes,
-    importance,
-    jobs,
-    kubernetes,
-    quarantine,
-    report,
-    run,
-    status,
-    summaries,
-    systemd,
-    topics,
-    trigger,
-    why,
-)
-from mnemo_ops.commands import eval as eval_commands
 from mnemo_ops.commands.common import (
     AppState,
     begin_invocation,
@@ -49,16 +34,193 @@ from mnemo_ops.foundation.writable import describe_os_error
 PATH_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST, errno.EISDIR)
 """OS errors that mean a path must be fixed (exit 2, as for a bad --db or --state-dir)."""
 
+
+class Command(NamedTuple):
+    """A top-level command: the module that adds it (``register(app)``) and its short help."""
+
+    module: str
+    short_help: str
+
+
+COMMANDS: dict[str, Command] = {
+    "run": Command("mnemo_ops.commands.run", "Run one job now."),
+    "jobs": Command(
+        "mnemo_ops.commands.jobs",
+        "List the jobs with schedule, last run, status, next run and where each is installed "
+        "(crontab, Hermes cron, systemd); warns when a job is installed twice for one database.",
+    ),
+    "status": Command(
+        "mnemo_ops.commands.status",
+        "Show the database, WAL size, row counts, lock holder and last runs.",
+    ),
+    "doctor": Command(
+        "mnemo_ops.commands.doctor",
+        "Check config, database schema compatibility, versions and what is missing.",
+    ),
+    "demo": Command(
+        "mnemo_ops.commands.demo",
+        "Build a sample Mnemosyne home in a temporary folder, run every implemented job once and "
+        "print the report; the temporary folder is removed at the end.",
+    ),
+    "why": Command(
+        "mnemo_ops.commands.why",
+        "What the agent would be given for one question, on a snapshot copy: the lines the Hermes "
+        "plugin's prefetch injects, every candidate it considered with Mnemosyne's score parts "
+        "(recall with explain) and its outcome (injected, ranked out, filtered by which rule), and "
+        "for each --expect (a memory id, or a text the memory contains) why it is missing.",
+    ),
+    "capture": Command(
+        "mnemo_ops.commands.capture",
+        "Drop one item into the bridge inbox (<state_dir>/queue/new); the hourly bridge-drain job "
+        "stores it in Mnemosyne exactly once.",
+    ),
+    "report": Command(
+        "mnemo_ops.commands.report",
+        "Print the morning report: runs in the period (ok, failed, skipped), overdue jobs, every "
+        "open warning by severity with the command that fixes it, backup status, the eval trend "
+        "and memory growth per table against a week ago.",
+    ),
+    "topics": Command(
+        "mnemo_ops.commands.topics",
+        "Show the topic map (live memories clustered by salient terms) and the seed map (per "
+        "topic, the memories the agent should see first), with freshness warnings: maps built on "
+        "memories that have changed since, and memory-block entries of canonical facts since "
+        "superseded.",
+    ),
+    "cron": Command(
+        "mnemo_ops.commands.cron",
+        "The crontab rendered from jobs/*.yaml: render, install, uninstall.",
+    ),
+    "hermes": Command(
+        "mnemo_ops.commands.hermes",
+        "The jobs as Hermes' own script-only cron jobs ($HERMES_HOME/cron/jobs.json and one "
+        "script each in $HERMES_HOME/scripts/mnemo-ops/): render, install, uninstall, status.",
+    ),
+    "systemd": Command(
+        "mnemo_ops.commands.systemd",
+        "The jobs as systemd services and timers (one pair per job, plus a template pair whose "
+        "instance names a Hermes home): render, install, uninstall.",
+    ),
+    "kubernetes": Command(
+        "mnemo_ops.commands.kubernetes",
+        "The jobs as Kubernetes CronJobs, one set per agent volume.",
+    ),
+    "backup": Command(
+        "mnemo_ops.commands.backup",
+        "Checkpoints: list (with retention's plan), verify, restore.",
+    ),
+    "trigger": Command(
+        "mnemo_ops.commands.trigger",
+        "The canonical promotion trigger: install, uninstall, status.",
+    ),
+    "eval": Command(
+        "mnemo_ops.commands.eval",
+        "Retrieval eval: run a suite against recall, write baselines, compare results, import "
+        "benchmarks.",
+    ),
+    "quarantine": Command(
+        "mnemo_ops.commands.quarantine",
+        "Files staged instead of deleted (by nightly-selfcare): list, restore.",
+    ),
+    "summaries": Command(
+        "mnemo_ops.commands.summaries",
+        "Episodic summaries evening-batch repaired (tier and timestamp), and putting the "
+        "originals back.",
+    ),
+    "forgotten": Command(
+        "mnemo_ops.commands.forgotten",
+        "Memories the sleep stages archived (forgetting) or closed (a proven contradiction), and "
+        "restoring them.",
+    ),
+    "importance": Command(
+        "mnemo_ops.commands.importance",
+        "User statements whose importance the sleep stages raised past the Hermes plugin's cut, "
+        "and putting the old values back.",
+    ),
+    "config": Command(
+        "mnemo_ops.commands.config",
+        "The configuration: its JSON Schema and the resolved values.",
+    ),
+}
+"""Every top-level command, in the order ``--help`` lists them (the single commands, then the
+groups). The short help is the first sentence of the command's help, which ``--help`` shows without
+importing the module; tests/commands/test_startup.py checks that the two agree."""
+
+TYPER_SETTINGS: dict[str, Any] = {
+    "add_completion": False,
+    "pretty_exceptions_enable": False,
+    "rich_markup_mode": None,
+}
+"""How the root app and the app each command module registers on are made (typer passes the root's
+markup mode and exception settings down to every command it builds)."""
+
+
+COMMANDS_HEADING = "Commands"
+"""The heading of the command list in ``--help``, click's (a name rather than a literal in the call:
+tests/test_architecture.py reads ``.section("...")`` as a settings lookup by name)."""
+
+
+def load_command(name: str) -> Any:
+    """The click command of the top-level command `name`: its module imported, ``register`` called
+    on an app of its own, and the command typer builds there taken out."""
+    module = importlib.import_module(COMMANDS[name].module)
+    holder = typer.Typer(**TYPER_SETTINGS)
+    module.register(holder)
+    return typer.main.get_group(holder).commands[name]
+
+
+class LazyGroup(TyperGroup):
+    """The root group: the commands of `COMMANDS`, each module imported on first use (running it, or
+    its own ``--help``); the list in ``--help`` comes from the table."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        """Every command's name, in the table's order."""
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        """The command `cmd_name`, its module imported now if it was not yet (None if unknown)."""
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            command = load_command(cmd_name)
+            prepare_help(command, self.context_class)
+            self.commands[cmd_name] = command
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The "Commands" section from the table: each short help (the command's first sentence)
+        shortened to the width by click's own rule, so the lines are those click would draw from
+        the commands themselves."""
+        limit = formatter.width - 6 - max(len(name) for name in COMMANDS)
+        rows = [
+            (name, TyperCommand(name=name, help=command.short_help).get_short_help_str(limit))
+            for name, command in COMMANDS.items()
+        ]
+        with formatter.section(COMMANDS_HEADING):
+            formatter.write_dl(rows)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """As typer resolves it, the "Did you mean" of an unknown command drawn from every name
+        (typer draws it from the commands already built)."""
+        try:
+            return super().resolve_command(ctx, args)
+        except Exception as error:
+            message = getattr(error, "message", None)
+            if _is_usage_error(error) and isinstance(message, str) and args:
+                matches = difflib.get_close_matches(args[0], list(COMMANDS))
+                if self.suggest_commands and matches and "Did you mean" not in message:
+                    suggestions = ", ".join(repr(match) for match in matches)
+                    error.message = f"{message.rstrip('.')}. Did you mean {suggestions}?"
+            raise
+
+
 app = typer.Typer(
+    cls=LazyGroup,
     name="mnemo-ops",
     help=(
         "Scheduled, idempotent, dry-run-capable maintenance jobs for a Mnemosyne memory database.\n\n"
         "Example: mnemo-ops run backup --dry-run"
     ),
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    **TYPER_SETTINGS,
 )
 
 
@@ -108,41 +270,20 @@ def main_options(
     configure_logging(app_state.verbosity)
 
 
-COMMAND_MODULES = (
-    run,
-    jobs,
-    status,
-    doctor,
-    cron,
-    hermes,
-    systemd,
-    kubernetes,
-    demo,
-    backup,
-    trigger,
-    eval_commands,
-    why,
-    quarantine,
-    capture,
-    report,
-    topics,
-    summaries,
-    forgotten,
-    importance,
-    config,
-)
-"""Every command module, in the order ``--help`` lists them; each adds itself with ``register(app)``."""
-for _module in COMMAND_MODULES:
-    _module.register(app)
-
-
 # The click objects are read by their attributes: typer ships its own copy of click in some
 # versions and uses click itself in others, so their classes differ from one typer to the next.
 
 
 def _subcommands(command: Any) -> dict[str, Any]:
+    """The subcommands of `command` built so far (the root's: those already used)."""
     found = getattr(command, "commands", None)
     return found if isinstance(found, dict) else {}
+
+
+def _subcommand(command: Any, name: str) -> Any:
+    """The subcommand `name` of `command` (only that one built), or None."""
+    get_command = getattr(command, "get_command", None)  # a group's; a command has none
+    return get_command(None, name) if callable(get_command) else None
 
 
 def _option_names(command: Any) -> dict[str, bool]:
@@ -190,8 +331,8 @@ def hoist_global_options(root: Any, arguments: list[str]) -> list[str]:
             if global_options.get(name) and "=" not in token and index + 1 < len(arguments):
                 head.append(arguments[index + 1])
                 index += 1
-        elif not token.startswith("-") and token in _subcommands(command):
-            command = _subcommands(command)[token]
+        elif not token.startswith("-") and (subcommand := _subcommand(command, token)) is not None:
+            command = subcommand
             own = _option_names(command)
             tail.append(token)
         else:
@@ -302,7 +443,7 @@ def _usage_message(error: Any) -> str:
     """The one-line message of a usage error (a group called without a command says so)."""
     context = getattr(error, "ctx", None)
     if type(error).__name__ == "NoArgsIsHelpError" and context is not None:
-        commands = ", ".join(sorted(_subcommands(context.command)))
+        commands = ", ".join(sorted(context.command.list_commands(context)))
         return f"{context.command_path} needs a command: {commands} (see: {context.command_path} --help)"
     return error.format_message()
 
@@ -323,7 +464,11 @@ def main(argv: list[str] | None = None) -> None:
 def _main(argv: list[str] | None) -> None:
     command = typer.main.get_command(app)
     prepare_help(command)
-    arguments = hoist_global_options(command, list(sys.argv[1:] if argv is None else argv))
+    given = list(sys.argv[1:] if argv is None else argv)
+    try:
+        arguments = hoist_global_options(command, given)
+    except Exception:  # a command module that fails to import: one line, as any crash
+        _crash("--json" in given)
     as_json = _json_wanted(arguments)
     try:
         code = command.main(args=arguments, prog_name="mnemo-ops", standalone_mode=False)

@@ -1,4 +1,9 @@
-"""What every command shares: global options, settings loading, JSON/text output, one-line errors."""
+"""What every command shares: global options, settings loading, JSON/text output, one-line errors.
+
+``mnemo-ops --help`` and every command load this module, so it imports nothing heavy at the top:
+the settings (pydantic models), the result renderer and rich's tables are imported where they are
+used (``docs/architecture.md``, "A command line that starts fast").
+"""
 
 from __future__ import annotations
 
@@ -10,19 +15,19 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from mnemo_ops.commands.render import print_json
-from mnemo_ops.foundation.clock import utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.writable import describe_os_error
-from mnemo_ops.scheduling import install_times
-from mnemo_ops.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from mnemo_ops.settings import Settings
 
 
 @dataclasses.dataclass
@@ -40,6 +45,8 @@ class AppState:
     def settings(self) -> Settings:
         """Settings resolved once (ConfigError, exit 2, on a bad config)."""
         if self._settings is None:
+            from mnemo_ops.settings import load_settings
+
             self._settings = load_settings(db=self.db, state_dir=self.state_dir, config=self.config)
         return self._settings
 
@@ -122,6 +129,8 @@ def table(title: str | None = None, **options: Any) -> Table | PlainTable:
     """A table for the results: boxed at a terminal; plain full rows when stdout is piped or
     redirected, so each row greps as one line and nothing is cut at 80 columns."""
     if stdout_is_terminal():
+        from rich.table import Table
+
         return Table(title=title, **options)
     return PlainTable(title=title, **options)
 
@@ -251,6 +260,8 @@ def stdout_closed() -> None:
 
 def emit(data: dict[str, Any], text: Callable[[Console], None]) -> None:
     """Print `data` as one JSON object with --json, else call `text` with the stdout console."""
+    from mnemo_ops.commands.render import print_json
+
     try:
         if invocation_state().json:
             print_json(PipeConsole(), data)
@@ -263,6 +274,8 @@ def emit(data: dict[str, Any], text: Callable[[Console], None]) -> None:
 
 def fail(error: MnemoOpsError) -> None:
     """Print one line for an expected failure (and a JSON object with --json), then exit with its code."""
+    from mnemo_ops.commands.render import print_json
+
     if invocation_state().json:
         try:
             print_json(PipeConsole(), {"error": error.message, "exit_code": error.exit_code})
@@ -275,6 +288,9 @@ def fail(error: MnemoOpsError) -> None:
 def record_installed(scheduler: str, jobs: list[str]) -> None:
     """Record which jobs `scheduler` now runs for this database, and since when (the overdue check
     counts only slots after that); a state dir that cannot take the record only costs a warning."""
+    from mnemo_ops.foundation.clock import utc_now
+    from mnemo_ops.scheduling import install_times
+
     try:
         install_times.record(invocation_state().settings, scheduler, jobs, utc_now())
     except (OSError, MnemoOpsError) as error:
