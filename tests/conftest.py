@@ -33,7 +33,10 @@ def isolated_environment(tmp_path_factory):
             "MNEMOSYNE_DATA_DIR": str(root / "default-data"),
         }
     )
+    # Children write and reuse bytecode, as an installed mnemo-ops does: without it every child
+    # process of a test compiles each module it imports again.
     for name in (
+        "PYTHONDONTWRITEBYTECODE",
         "MNEMO_OPS_DB",
         "MNEMO_OPS_STATE_DIR",
         "MNEMO_OPS_CONFIG",
