@@ -17,6 +17,7 @@ from contextlib import closing
 from pathlib import Path
 
 import apsw
+import pytest
 
 from mnemo_ops.integrity import repairs
 from tests.checkpoints.helpers import write_checkpoint
@@ -204,6 +205,7 @@ REPAIR_FINDINGS = {
 }
 
 
+@pytest.mark.guard
 def test_repairable_damage_is_found_repaired_and_doctor_is_clean(sample, cli):
     db = sample.db_path
     ids = damage_repairable(db)
@@ -216,6 +218,7 @@ def test_repairable_damage_is_found_repaired_and_doctor_is_clean(sample, cli):
 
     real = run(cli)
     assert real["status"] == "ok", real["error"]
+    assert real["stats"]["guard"]["verdict"] == "ok"  # the repairs keep recall: accepted
     assert real["changes"] == REPAIRS  # the dry run announced exactly what the real run did
     assert codes(real) == REPAIR_FINDINGS
     assert row_counts(db) == before  # nothing deleted, nothing added to the memory tables

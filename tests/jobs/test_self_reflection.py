@@ -222,6 +222,45 @@ def test_the_extractor_stores_the_weeks_lessons_once_under_the_recall_guard(week
     ) == [(1,)]
 
 
+@pytest.mark.guard
+def test_lessons_that_outrank_the_users_own_words_are_refused_by_the_guard(week):
+    """The user's eval suite asks for their own statements (a preference stated twice, a failed
+    backup); the week's lessons restate them as the assistant's notes and would rank above them.
+    Judged by rank (the plain profile), the guard refuses: no lesson is stored, and the database is
+    as before."""
+    statements = query(
+        week.db_path,
+        "SELECT id, content FROM working_memory WHERE source = 'user' AND "
+        "(content LIKE '%prefer window seats%' OR content LIKE '%error%')",
+    )
+    assert len(statements) >= 2
+    suite = week.state_dir / "eval" / "suite.jsonl"
+    suite.parent.mkdir(parents=True, exist_ok=True)
+    suite.write_text(
+        "".join(
+            json.dumps({"id": f"stated-{index}", "query": content, "relevant": [memory_id]}) + "\n"
+            for index, (memory_id, content) in enumerate(statements)
+        ),
+        encoding="utf-8",
+    )
+    rows_before = query(week.db_path, "SELECT id, valid_until FROM working_memory ORDER BY id")
+    result = reflect(
+        week,
+        config_file=config(week, "retrieval_eval:\n  profile: plain\n", guard=True),
+        check=False,
+    )
+    assert result["status"] == "failed"
+    guard = result["stats"]["guard"]
+    assert guard["verdict"] == "refused"
+    assert guard["trial"]["changes"]["lessons_stored"] > 0
+    assert guard["suite"]["after"]["mrr@10"] < guard["suite"]["before"]["mrr@10"]
+    assert [warning["code"] for warning in result["warnings"]] == ["recall-guard-refused"]
+    assert lessons(week.db_path, live_only=False) == []
+    assert query(week.db_path, "SELECT id, valid_until FROM working_memory ORDER BY id") == (
+        rows_before
+    )
+
+
 def test_a_dry_run_lists_the_lessons_with_the_counts_and_changes_nothing(week, reflected_template):
     config_file = config(week)
     before = sample_snapshot(week)
