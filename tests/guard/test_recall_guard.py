@@ -199,6 +199,7 @@ def test_dry_run_changes_nothing_and_counts_what_the_real_run_does(conversations
         assert dry["changes"][name] == real["changes"][name], name
 
 
+@pytest.mark.e2e
 def test_kill_9_during_the_trial_leaves_the_live_database_alone_and_the_rerun_converges(
     conversations, tmp_path
 ):
@@ -254,6 +255,7 @@ def _trial_has_summaries(db: Path) -> bool:
         return False
 
 
+@pytest.mark.e2e
 def test_summaries_of_mnemosynes_own_sleep_are_repaired_and_recall_comes_back(
     conversations, tmp_path, monkeypatch
 ):

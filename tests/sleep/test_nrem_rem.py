@@ -288,6 +288,7 @@ def test_clusters_and_seeds_are_the_same_for_a_fixed_night():
     assert clusters.fingerprint(["w:2", "w:1"]) == clusters.fingerprint(["w:1", "w:2", "w:1"])
 
 
+@pytest.mark.e2e
 def test_a_guarded_night_on_the_aged_conversation_home(conversations, tmp_path):
     """The whole evening batch under the recall guard, after memory-maintain linked the home:
     bounded summaries are written, and recall is at or above its value before (the sources' own

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mnemo_ops.jobs import run_job
 from tests.conftest import run_cli
 from tests.sleep.conftest import settings_for
@@ -43,6 +45,7 @@ def _vector_rows(db_path) -> dict[str, list[tuple]]:
         connection.close()
 
 
+@pytest.mark.e2e
 def test_archived_rows_are_not_recalled_and_restore_brings_them_back(
     vector_experiment, vector_env, tmp_path
 ):
@@ -73,6 +76,7 @@ def test_archived_rows_are_not_recalled_and_restore_brings_them_back(
     assert all(memory_id in ranked for memory_id, ranked in zip(chosen, found))
 
 
+@pytest.mark.e2e
 def test_checkpoint_round_trip_keeps_the_vector_tables(vector_home, vector_cli, vector_env):
     vectors_before, state_before = (
         _vector_rows(vector_home.db_path),

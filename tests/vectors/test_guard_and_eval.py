@@ -28,6 +28,7 @@ def _json(completed) -> dict:
     return json.loads(completed.stdout)
 
 
+@pytest.mark.e2e
 def test_the_guard_measures_with_the_vector_voice(vector_home, vector_cli, embedding_server):
     embedded_before = embedding_server.texts_embedded
 
@@ -45,6 +46,7 @@ def test_the_guard_measures_with_the_vector_voice(vector_home, vector_cli, embed
     assert embedding_server.texts_embedded > embedded_before  # the trial really asked the model
 
 
+@pytest.mark.e2e
 def test_the_guard_refuses_when_the_model_cannot_be_reached(vector_home, vector_cli, failing_model):
     before = read_state(vector_home.db_path)
 
@@ -63,6 +65,7 @@ def test_the_guard_refuses_when_the_model_cannot_be_reached(vector_home, vector_
     assert after.episodes == before.episodes == set()  # nothing consolidated on the live file
 
 
+@pytest.mark.e2e
 def test_the_guard_measures_without_vectors_when_they_are_switched_off(vector_home, vector_cli):
     """The off switch is the user's word that the agent runs without vectors: measured so."""
     result = _json(

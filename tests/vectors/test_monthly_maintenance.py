@@ -38,6 +38,7 @@ def test_the_vector_home_is_whole_and_the_audit_counts_it(vector_home, vector_cl
     assert not {code for code in _codes(result) if "vector" in code}
 
 
+@pytest.mark.e2e
 def test_lost_vectors_are_written_back_through_mnemosyne_and_counted(vector_home, vector_cli):
     state = read_state(vector_home.db_path)
     lost_index, lost_both = sorted(state.live)[:3], sorted(state.live)[3:5]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.vectors.inspection import read_state
 
 
@@ -45,6 +47,7 @@ def test_memory_maintain_leaves_the_vector_stores_as_they_were(vector_home, vect
     assert read_state(vector_home.db_path) == before
 
 
+@pytest.mark.e2e
 def test_evening_batch_summaries_get_vectors_by_the_next_monthly_maintenance(
     vector_home, vector_cli
 ):
@@ -68,6 +71,7 @@ def test_evening_batch_summaries_get_vectors_by_the_next_monthly_maintenance(
     assert _run(vector_cli, "monthly-maintenance")["changes"] == {}
 
 
+@pytest.mark.e2e
 def test_memory_block_migrate_moves_entries_with_vectors(vector_home, vector_cli, tmp_path):
     before = read_state(vector_home.db_path)
 
