@@ -1,4 +1,4 @@
-"""The single-writer lock: one flock'd file per database in the state dir (portalocker).
+"""The single-writer lock: one flock'd file per database in the state dir (`foundation.flock`).
 
 We never lock (or even open) the database file itself for this: a process that opens and closes the
 DB file outside SQLite drops SQLite's own POSIX locks on it. The lock file holds the holder's
@@ -12,14 +12,12 @@ import hashlib
 import json
 import os
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
-import portalocker
-
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import LockHeldError
+from mnemo_ops.foundation.flock import FileLock, LockFileBusy, is_locked
 
 
 def lock_path_for(state_dir: Path, db_path: Path) -> Path:
@@ -50,27 +48,19 @@ class WriterLock:
         self.lock_path = lock_path
         self.job = job
         self.wait_s = max(0.0, wait_s)
-        self._handle = None
+        # "a+" so opening never truncates the metadata of a process that holds the lock.
+        self._lock = FileLock(lock_path, mode="a+")
 
     def acquire(self) -> None:
         """Take the lock or raise LockHeldError naming the holder (after waiting `wait_s` at most)."""
         self.lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # "a+" so opening never truncates the metadata of a process that holds the lock.
-        handle = open(self.lock_path, "a+", encoding="utf-8")  # noqa: SIM115 (kept open while held)
-        deadline = time.monotonic() + self.wait_s
-        while True:
-            try:
-                portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
-                break
-            except portalocker.LockException:
-                if time.monotonic() >= deadline:
-                    handle.close()
-                    holder = read_holder(self.lock_path)
-                    raise LockHeldError(
-                        f"another mnemo-ops writer holds the lock: {describe_holder(holder)}",
-                        holder,
-                    ) from None
-                time.sleep(min(0.2, max(0.01, deadline - time.monotonic())))
+        try:
+            handle = self._lock.acquire(self.wait_s)
+        except LockFileBusy:
+            holder = read_holder(self.lock_path)
+            raise LockHeldError(
+                f"another mnemo-ops writer holds the lock: {describe_holder(holder)}", holder
+            ) from None
         os.chmod(self.lock_path, 0o600)
         handle.seek(0)
         handle.truncate()
@@ -85,21 +75,15 @@ class WriterLock:
             )
         )
         handle.flush()
-        self._handle = handle
 
     def release(self) -> None:
         """Release the lock (the metadata stays, describing the last holder)."""
-        if self._handle is not None:
-            try:
-                portalocker.unlock(self._handle)
-            finally:
-                self._handle.close()
-                self._handle = None
+        self._lock.release()
 
     @property
     def held(self) -> bool:
         """True while this object holds the lock."""
-        return self._handle is not None
+        return self._lock.held
 
     def __enter__(self) -> WriterLock:
         self.acquire()
@@ -111,12 +95,6 @@ class WriterLock:
 
 def probe_holder(lock_path: Path) -> dict[str, Any] | None:
     """Return the holder's metadata if some process holds the lock now, else None (read-only)."""
-    if not lock_path.exists():
+    if not is_locked(lock_path):
         return None
-    with open(lock_path, encoding="utf-8") as handle:
-        try:
-            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
-        except portalocker.LockException:
-            return read_holder(lock_path) or {"job": "?"}
-        portalocker.unlock(handle)
-    return None
+    return read_holder(lock_path) or {"job": "?"}

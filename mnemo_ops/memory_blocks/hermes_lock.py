@@ -5,22 +5,22 @@ Hermes' memory tool holds ``fcntl.flock(LOCK_EX)`` on ``<file>.lock`` (``MEMORY.
 file, so the block itself can be replaced by rename), re-reads the block under it, writes a temp file
 in the same folder, fsyncs it and renames it into place. We take the same lock, re-read under it,
 write the same way (keeping the file's mode and owner) and let go at once: nothing slow ever runs
-while it is held. The lock file is opened without following a symlink (a symlinked lock file could
-point anywhere), and waiting for it is bounded (the agent holds it for milliseconds).
+while it is held. The lock is a real ``flock``, the kind Hermes takes (`foundation.flock`). The lock
+file is opened without following a symlink (a symlinked lock file could point anywhere), and
+waiting for it is bounded (the agent holds it for milliseconds).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.foundation.flock import FileLock, LockFileBusy
 from mnemo_ops.foundation.private_files import fsync_path
 
 POLL_S = 0.02
@@ -45,31 +45,24 @@ def block_lock(path: Path, timeout_s: float) -> Iterator[None]:
     the lock file is a symlink.
     """
     lock = lock_path(path)
+    file_lock = FileLock(
+        lock, mode="ab", follow_symlinks=False, create_mode=0o600, poll_seconds=POLL_S
+    )
     try:
-        descriptor = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        file_lock.acquire(timeout_s)
+    except LockFileBusy:
+        raise BlockLockTimeout(
+            f"{lock} stayed locked by another process for {timeout_s:g} s; "
+            f"{path.name} was not changed"
+        ) from None
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise MnemoOpsError(f"{lock} is a symlink; {path.name} is left as it is") from None
         raise MnemoOpsError(f"cannot open {lock}: {error.strerror}") from None
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise BlockLockTimeout(
-                        f"{lock} stayed locked by another process for {timeout_s:g} s; "
-                        f"{path.name} was not changed"
-                    ) from None
-                time.sleep(POLL_S)
-        try:
-            yield
-        finally:
-            fcntl.flock(descriptor, fcntl.LOCK_UN)
+        yield
     finally:
-        os.close(descriptor)
+        file_lock.release()
 
 
 def replace_block(path: Path, text: str, mode: int, uid: int, gid: int) -> None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import fcntl
 import hashlib
 import itertools
 import json
@@ -52,6 +51,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from mnemo_ops.foundation.child_process import child_main, run_child
+from mnemo_ops.foundation.flock import FileLock
 from mnemo_ops.samples.memory_rows import Batch, append_rows
 
 USER_NAME = "dana"
@@ -395,8 +395,7 @@ def cached_realistic_home(directory: Path, rows: int, name: str | None = None):
     layout = SampleLayout(home)
     marker = home.parent / f"{home.name}.built"
     home.parent.mkdir(parents=True, exist_ok=True)
-    with open(home.parent / f"{home.name}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with FileLock(home.parent / f"{home.name}.lock", mode="a").hold(wait_seconds=None):
         if not marker.exists():
             if home.exists():  # a build that did not finish: not a home to measure
                 shutil.rmtree(home)

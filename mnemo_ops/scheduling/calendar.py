@@ -2,16 +2,20 @@
 
 The meaning we keep is croniter's (what ``mnemo-ops jobs`` and the overdue checks compute), on the
 five-field syntax that cron daemons share with it: ``*``, numbers, names (JAN-DEC, SUN-SAT), lists,
-ranges, steps, and the ``@hourly``..``@yearly`` macros. Every field is expanded to its set of values
-and rendered back as systemd components, so nothing is approximated. Two things need care:
+ranges, steps, and the ``@hourly``..``@yearly`` macros. croniter itself expands every field to its
+set of values (``croniter.expand``), which is rendered back as systemd components, so nothing is
+approximated. Three things need care:
 
 - Day of month and day of week. When both are restricted, cron runs on a day that matches EITHER;
   an OnCalendar value requires ALL its components, so the schedule becomes two OnCalendar lines (a
   timer elapses at the union of its lines). Cron daemons count a field that *starts* with ``*``
-  (``*/2``) as unrestricted while croniter counts only a bare ``*``: where the two readings differ,
-  the expression is refused instead of guessed.
-- Anything outside that shared syntax (``L``, ``W``, ``#``, ``?``, seconds or years fields,
-  ``@reboot``) is refused too.
+  (``*/2``) as unrestricted, while croniter counts a field as unrestricted when it expands to
+  ``*`` (a bare ``*``, or every value with a ``*`` somewhere in the other day field): where the two
+  readings differ, the expression is refused instead of guessed.
+- A range that starts and ends on the same value (``5-5``, ``JAN-JAN``): croniter reads the whole
+  cycle, cron daemons the one value, so it is refused too.
+- Anything outside that shared syntax (``L``, ``W``, ``#``, ``?``, ``H``, seconds or years fields,
+  ``@reboot``) is refused as well, although croniter reads some of it.
 
 A refusal is a UsageError (exit 2) naming the job and the expression.
 """
@@ -19,6 +23,9 @@ A refusal is a UsageError (exit 2) naming the job and the expression.
 from __future__ import annotations
 
 import dataclasses
+import re
+
+from croniter import CroniterError, croniter
 
 from mnemo_ops.foundation.errors import UsageError
 
@@ -31,32 +38,21 @@ MACROS = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
-WEEKDAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+FIELD_NAMES = ("minute", "hour", "day of month", "month", "day of week")
+DAY_OF_MONTH, DAY_OF_WEEK = 2, 4
 SYSTEMD_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 """systemd's order; cron counts 0 (and 7) = Sunday, 1 = Monday."""
+
+SHARED_SYNTAX = re.compile(
+    r"^(?:\*|(?P<start>[0-9]+|[a-z]{3})(?:-(?P<end>[0-9]+|[a-z]{3}))?)(?:/[0-9]+)?$",
+    re.IGNORECASE,
+)
+"""One item of a field's list in the syntax cron daemons share with croniter: ``*``, a number or a
+three-letter name, or a range of them, each with an optional step."""
 
 
 class UntranslatableSchedule(UsageError):
     """A cron expression that OnCalendar cannot express with the same meaning (exit 2)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Field:
-    name: str
-    low: int
-    high: int
-    names: tuple[str, ...] = ()
-    name_offset: int = 0
-
-
-_FIELDS = (
-    _Field("minute", 0, 59),
-    _Field("hour", 0, 23),
-    _Field("day of month", 1, 31),
-    _Field("month", 1, 12, MONTH_NAMES, 1),
-    _Field("day of week", 0, 7, WEEKDAY_NAMES, 0),
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,44 +68,13 @@ class CronFields:
     day_of_week_restricted: bool
 
 
-def _number(text: str, field: _Field, refuse) -> int:
-    upper = text.upper()
-    if field.names and upper in field.names:
-        return field.names.index(upper) + field.name_offset
-    if not text.isdigit():
-        refuse(f"{field.name} value {text!r} is not a number or name (no L, W, #, ? or H)")
-    value = int(text)
-    if not field.low <= value <= field.high:
-        refuse(f"{field.name} value {value} is outside {field.low}-{field.high}")
-    return value
-
-
-def _expand(text: str, field: _Field, refuse) -> set[int]:
-    values: set[int] = set()
-    for part in text.split(","):
-        base, slash, step_text = part.partition("/")
-        step = 1
-        if slash:
-            if not step_text.isdigit() or int(step_text) == 0:
-                refuse(f"{field.name} step {step_text!r} is not a positive number")
-            step = int(step_text)
-        if base == "*":
-            start, end = field.low, field.high
-        elif "-" in base:
-            start_text, _, end_text = base.partition("-")
-            start, end = _number(start_text, field, refuse), _number(end_text, field, refuse)
-            if start > end:
-                if slash:
-                    refuse(f"{field.name} range {base!r} wraps around and has a step")
-                # croniter reads a wrapping range (22-2) as 22..max plus min..2.
-                values.update(range(start, field.high + 1))
-                values.update(range(field.low, end + 1))
-                continue
-        else:
-            start = _number(base, field, refuse)
-            end = field.high if slash else start  # croniter: 5/15 means 5-max/15
-        values.update(range(start, end + 1, step))
-    return values
+def _bound(index: int, text: str) -> int | None:
+    """The number a range bound names in field `index`, as cron daemons read it (``7`` stays 7,
+    where croniter reads Sunday); None for a name the field does not have."""
+    if text.isdigit():
+        return int(text)
+    value = croniter.ALPHACONV[index].get(text.lower())
+    return value if isinstance(value, int) else None
 
 
 def parse(expression: str, job: str) -> CronFields:
@@ -129,29 +94,53 @@ def parse(expression: str, job: str) -> CronFields:
     parts = text.split(" ")
     if len(parts) != 5:
         refuse(f"{len(parts)} fields instead of 5")
-    sets = [_expand(part, field, refuse) for part, field in zip(parts, _FIELDS)]
-    day_of_month, day_of_week = parts[2], parts[4]
-    # croniter counts a field as restricted unless it is exactly "*"; cron daemons unless it starts
-    # with "*". Where both are restricted in one reading only, the two disagree: refuse.
-    dom_restricted, dow_restricted = day_of_month != "*", day_of_week != "*"
-    if (
-        dom_restricted
-        and dow_restricted
-        and (day_of_month.startswith("*") or day_of_week.startswith("*"))
-    ):
+    for index, part in enumerate(parts):
+        for item in part.split(","):
+            match = SHARED_SYNTAX.match(item)
+            if match is None:
+                refuse(
+                    f"{FIELD_NAMES[index]} value {item!r} is not a number, name, range or step "
+                    f"(no L, W, #, ? or H)"
+                )
+            if match["end"]:
+                start = _bound(index, match["start"])
+                if start is not None and start == _bound(index, match["end"]):
+                    refuse(
+                        f"{FIELD_NAMES[index]} range {item!r} starts and ends on one value: cron "
+                        f"daemons read that value, croniter the whole cycle"
+                    )
+    try:
+        expanded, _ = croniter.expand(text)
+    except CroniterError as error:
+        refuse(str(error))
+    # croniter applies the either-day rule unless a day field expanded to "*"; cron daemons unless
+    # a day field starts with "*". Where the two readings differ, refuse.
+    day_of_month_restricted = expanded[DAY_OF_MONTH] != ["*"]
+    day_of_week_restricted = expanded[DAY_OF_WEEK] != ["*"]
+    croniter_either = day_of_month_restricted and day_of_week_restricted
+    daemons_either = not any(parts[index].startswith("*") for index in (DAY_OF_MONTH, DAY_OF_WEEK))
+    if croniter_either and not daemons_either:
         refuse(
             "day of month and day of week are both set and one starts with '*': cron daemons "
             "require both, croniter either"
         )
-    weekdays = {0 if value == 7 else value for value in sets[4]}
+    if daemons_either and not croniter_either:
+        refuse(
+            "a day field covers every day and the other has a '*' inside: cron daemons accept "
+            "either day field, croniter requires both"
+        )
+    sets = [
+        frozenset(range(low, high + 1)) if values == ["*"] else frozenset(values)
+        for values, (low, high) in zip(expanded, croniter.RANGES)
+    ]
     return CronFields(
-        minutes=frozenset(sets[0]),
-        hours=frozenset(sets[1]),
-        days_of_month=frozenset(sets[2]),
-        months=frozenset(sets[3]),
-        days_of_week=frozenset(weekdays),
-        day_of_month_restricted=dom_restricted,
-        day_of_week_restricted=dow_restricted,
+        minutes=sets[0],
+        hours=sets[1],
+        days_of_month=sets[2],
+        months=sets[3],
+        days_of_week=sets[4],
+        day_of_month_restricted=day_of_month_restricted,
+        day_of_week_restricted=day_of_week_restricted,
     )
 
 

@@ -36,8 +36,22 @@ OVERRIDES = [
     "@hourly",
     "@monthly",
     "0 0 29 2 *",
+    "0 0 * * fri-tue/2",  # a wrapping range with a step, as croniter reads it
+    "0 0 */1 * */1",  # both day fields start with '*': cron daemons and croniter both require both
 ]
-REFUSED = ["0 0 L * *", "0 0 */2 * 1", "0 0 1 * */1", "0 0 * * 1#2", "@reboot", "0 0 * * * *"]
+REFUSED = [
+    "0 0 L * *",
+    "0 0 15W * *",
+    "0 0 ? * 1",
+    "H 0 * * *",
+    "0 0 */2 * 1",
+    "0 0 1 * */1",
+    "0 0 1-31 * 1,*/2",  # croniter requires both day fields, cron daemons either
+    "0 5-5 * * *",  # croniter reads the whole cycle, cron daemons hour 5
+    "0 0 * * 1#2",
+    "@reboot",
+    "0 0 * * * *",
+]
 
 
 def schedules() -> list[str]:
