@@ -678,7 +678,11 @@ class _Sink:
         if self.page_size is None:  # set from the source before the copy starts
             raise ChunkError("the page size is not known yet")
         digest = hashlib.sha256(data).digest()
-        self.chunk_digests[number] = digest
+        # A chunk's digest and its records are set together, at the end: a pack write that fails
+        # half-way through a chunk (a full disk) must not leave a digest without records, which
+        # the truncate SQLite sends while it gives up would trip over.
+        self.chunk_digests.pop(number, None)
+        self.records.pop(number, None)
         self.reused.discard(number)
         pages_per_chunk = self.chunk_bytes // self.page_size
         first = number * pages_per_chunk
@@ -696,6 +700,7 @@ class _Sink:
             self.records[number] = previous.records[
                 first * RECORD_BYTES : (first + pages) * RECORD_BYTES
             ]
+            self.chunk_digests[number] = digest
             return
         records = []
         for offset in range(0, len(data), self.page_size):
@@ -723,6 +728,7 @@ class _Sink:
             self.this_run[page_digest] = record
             records.append(record)
         self.records[number] = b"".join(records)
+        self.chunk_digests[number] = digest
 
     def _record(self, page_digest: bytes, entry: int, pack: str) -> bytes:
         return page_digest + RECORD.pack(self._pack_number(pack), entry)

@@ -8,6 +8,7 @@ Everything runs on the sample home written by the real Mnemosyne, real files, re
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
 import sqlite3
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from mnemo_ops.checkpoints import catalog, chunk_store
-from mnemo_ops.checkpoints.create import create_checkpoint
+from mnemo_ops.checkpoints.create import CheckpointError, create_checkpoint
 from mnemo_ops.checkpoints.restore import restore_checkpoint
 from mnemo_ops.checkpoints.verify import verify_checkpoint
 from mnemo_ops.foundation.errors import MnemoOpsError
@@ -89,6 +90,33 @@ def test_a_checkpoint_after_a_small_change_writes_only_the_changed_pages(sample,
     assert second.manifest["database"]["reused_chunks"] >= second.stats["chunk_count"] - 8
     assert _packs_of(sample_settings, first.name) < _packs_of(sample_settings, second.name)
     assert verify_checkpoint(catalog.find_checkpoint(sample_settings, second.name)).ok
+
+
+@pytest.mark.parametrize("writes_before_failure", [0, 5])
+def test_a_pack_write_failing_mid_chunk_is_a_clean_disk_full_refusal(
+    sample, sample_settings, monkeypatch, writes_before_failure
+):
+    # Found by tests/checkpoints/test_properties.py: a write error part-way through a chunk left
+    # that chunk's digest without its records, SQLite's truncate on the way out tripped over it,
+    # and the checkpoint failed with apsw's SystemError instead of the disk-full refusal.
+    real_write, calls = chunk_store.PackWriter._write, []
+
+    def failing_write(writer, data):
+        calls.append(len(data))
+        if len(calls) > writes_before_failure:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(writer, data)
+
+    monkeypatch.setattr(chunk_store.PackWriter, "_write", failing_write)
+    with pytest.raises(CheckpointError) as raised:
+        create_checkpoint(sample_settings, "daily")
+    assert raised.value.code == "backup-disk-full"
+    backups = sample_settings.backups_dir
+    assert [entry.name for entry in backups.iterdir()] == [chunk_store.STORE_DIR]
+    assert list(chunk_store.ChunkStore(backups).stored()) == []
+    monkeypatch.setattr(chunk_store.PackWriter, "_write", real_write)
+    outcome = create_checkpoint(sample_settings, "daily")
+    assert verify_checkpoint(catalog.find_checkpoint(sample_settings, outcome.name)).ok
 
 
 def test_a_pre_write_checkpoint_skips_integrity_check_unless_asked_and_says_so(sample_settings):
