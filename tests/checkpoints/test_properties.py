@@ -465,7 +465,7 @@ page_sizes = st.sampled_from((1024, 4096))
 
 
 @settings(
-    max_examples=40,
+    max_examples=20,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
