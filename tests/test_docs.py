@@ -6,6 +6,8 @@
 - The README's first two code blocks are the ``sh`` set-up commands: the demo command, then the
   test command, which CI runs verbatim (``.ci/run``).
 - The README stays short: the manual lives in docs/.
+- Every top-level command of the CLI (``mnemo_ops.cli.COMMANDS``) has a row in the README's
+  command table.
 - No tracked source or documentation file refers to a design document outside the repository.
 
 Each checker is a plain function, tested on its own with broken input so that every check can fail.
@@ -35,6 +37,7 @@ INLINE_CODE = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 LINK = re.compile(r"!?\[([^\]]*)\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 LINK_TEXT = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # http:, https:, mailto:, ...
+COMMAND_ROW = re.compile(r"^\| `([a-z][a-z-]*)[ `\\]")  # | `cmd ...` |, | `cmd\|other` |
 
 
 def documentation_files(root: Path = REPO) -> list[Path]:
@@ -139,6 +142,17 @@ def too_long(readme: str, limit: int = README_MAX_LINES) -> bool:
     return len(readme.splitlines()) > limit
 
 
+def table_commands(readme: str) -> set[str]:
+    """The command names the README's command table has rows for (``| `cmd ...` | what |``)."""
+    return {match.group(1) for line in prose_lines(readme) if (match := COMMAND_ROW.match(line))}
+
+
+def undocumented_commands(readme: str, commands: list[str]) -> list[str]:
+    """The commands of `commands` without a row in the README's command table, in their order."""
+    documented = table_commands(readme)
+    return [name for name in commands if name not in documented]
+
+
 def tracked_files(root: Path = REPO) -> list[Path]:
     """The repository's tracked source and documentation files (every such file without git)."""
     try:
@@ -207,6 +221,13 @@ def test_readme_opens_with_the_two_setup_commands_and_ci_runs_the_test_one():
 
 def test_readme_is_at_most_300_lines():
     assert not too_long((REPO / "README.md").read_text(encoding="utf-8"))
+
+
+def test_every_top_level_command_has_a_row_in_the_readme_command_table():
+    from mnemo_ops.cli import COMMANDS
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert undocumented_commands(readme, list(COMMANDS)) == []
 
 
 def test_no_tracked_file_mentions_a_design_document_outside_the_repository():
@@ -309,6 +330,17 @@ def test_setup_command_checker_reports_a_wrong_opening(readme, ci_script, proble
 def test_length_check():
     assert not too_long("line\n" * 300)
     assert too_long("line\n" * 301)
+
+
+def test_command_table_checker_reads_rows_and_reports_a_missing_command():
+    readme = (
+        "| command | what |\n| --- | --- |\n| `run JOB [--dry-run]` | run one job |\n"
+        "| `config schema\\|show` | the schema |\n| `report` | the report |\n"
+        "Not a row: `jobs` in prose.\n```\n| `demo` | in a code block |\n```\n"
+    )
+    assert table_commands(readme) == {"run", "config", "report"}
+    assert undocumented_commands(readme, ["run", "config", "report"]) == []
+    assert undocumented_commands(readme, ["run", "jobs", "demo", "report"]) == ["jobs", "demo"]
 
 
 def test_forbidden_mention_checker(tmp_path):

@@ -121,8 +121,8 @@ def plan(
         f"FROM working_memory w WHERE {_QUALIFIES} AND {_LIVE} ORDER BY w.id",
         {"owner": owner, "now": now},
     ).fetchall()
-    # A set: `in` on the promote list made the plan quadratic (290k promotions at 1M rows: the
-    # first run's plan alone passed the job's 30 min timeout).
+    # A set: `in` on the promote list made the plan quadratic (on a big home with a long history,
+    # the first run's plan alone outlasted the job's timeout).
     replaced = set(result.promote)
     for working_id, slot_taken in candidates:
         if working_id in has_current or working_id in replaced:
@@ -178,7 +178,7 @@ def lineage_categories(connection: apsw.Connection, owner: str) -> list[str]:
     A lineage row's slot is (owner, ``auto:<memory_type>``, working id), so with this short list a
     lineage is found through Mnemosyne's own slot indexes. Looking it up by ``source`` instead has
     no index unless the trigger's lineage index is installed: a scan of canonical_facts per row,
-    which made each backstop promotion cost ~6 ms at 10k facts and grow with them.
+    which made each backstop promotion slower the more facts there were.
     """
     categories: list[str] = []
     after = "auto:"

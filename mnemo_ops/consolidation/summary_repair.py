@@ -11,8 +11,8 @@ gives every live summary that is stamped later than its newest live source (by m
 
 A summary dated within its sources' time is left alone whatever its tier: it has no recency edge
 over them, and moving it down a tier can leave its facts unreachable when the sources themselves
-score too low to be recalled (measured on realistic generated text: 10 of 200 guard probes lost,
-and the guard refused the batch).
+score too low to be recalled (on realistic generated text the recall guard lost probes that way
+and refused the batch).
 
 The values a repair replaces are recorded in state.db (``summary_repairs``) before the row changes,
 so `revert` can put them back; each batch is one short ``BEGIN IMMEDIATE`` transaction that checks

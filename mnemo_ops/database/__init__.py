@@ -27,12 +27,11 @@ BUSY_POLL_S = 0.001
 def patient_busy_handler(timeout_ms: int = BUSY_TIMEOUT_MS) -> Callable[[int], bool]:
     """A busy handler that asks again every millisecond until `timeout_ms` have passed.
 
-    Why not SQLite's own busy timeout: it sleeps 1, 2, 5, ... then 100 ms between attempts, and a
-    live agent that writes back to back (Mnemosyne 4.0's remember took ~96 ms per write beside a job
-    at 50k rows) frees the write lock only for the few milliseconds between its transactions. A
-    waiter that looks every 100 ms misses nearly every such gap: measured, a memory-maintain run
-    waited the whole 5 s on 141 of 258 transactions and then failed with "database is locked" after
-    eight attempts. Looking every millisecond finds the gaps; the agent's own waits are unchanged.
+    Why not SQLite's own busy timeout: its sleeps between attempts grow to a tenth of a second, and
+    a live agent that writes back to back frees the write lock only for the few milliseconds
+    between its transactions. A waiter that looks that rarely misses nearly every such gap, waits
+    out its whole timeout and fails with "database is locked". Looking every millisecond finds the
+    gaps; the agent's own waits are unchanged.
     """
     started = 0.0
 

@@ -314,8 +314,8 @@ def write_items(
     repeated after a busy rollback). A kill leaves whole transactions only.
 
     The clock inside the transaction cannot see the COMMIT, and the commit's cost grows with the
-    pages the items dirtied (at 100k rows, 500 orphans' edges took 25 ms to insert and about 110 ms
-    to commit, so the agent waited 135 ms behind a "50 ms" transaction). So the number of items is
+    pages the items dirtied: on a large home the commit can take several times as long as the work
+    before it, so the agent would wait far longer than the target. So the number of items is
     also sized from the lock time per item, commit included, that the previous transaction took:
     the first takes at most FIRST_ITEMS, each next one at most twice as many as the last.
     """

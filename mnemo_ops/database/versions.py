@@ -169,11 +169,6 @@ def local_time(stamp: str, line: str | None = None) -> str:
     return moment.astimezone().replace(tzinfo=None).isoformat()
 
 
-def is_tested(version: str | None) -> bool:
-    """True when `version` belongs to a line mnemo-ops is tested with."""
-    return known_line(version) is not None
-
-
 def tested_versions() -> str:
     """``3.15.1, 4.0.0b6``: the versions CI runs, for messages."""
     return ", ".join(line.tested for line in LINES)

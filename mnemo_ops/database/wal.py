@@ -2,11 +2,11 @@
 
 SQLite's automatic checkpoint (every 1,000 WAL pages, by default) runs in the connection that
 commits, inside the ``COMMIT`` statement, after the write lock is released. A passive checkpoint
-does not block the agent's writes, but it made our COMMIT return late: on the 1M-row realistic
-home, one memory-maintain run reported a 475 ms write transaction (over the 250 ms bound, a
-`write-transaction-long` warning) whose own work took under 90 ms, and the agent's share pause
-after it was sized from the inflated time. Turning the automatic checkpoint off alone would be
-worse: the agent's next commit would then checkpoint our pages.
+does not block the agent's writes, but it made our COMMIT return late: on a large home a write
+transaction whose own work was short was reported over the bound (a `write-transaction-long`
+warning), and the agent's share pause after it was sized from the inflated time. Turning the
+automatic checkpoint off alone would be worse: the agent's next commit would then checkpoint our
+pages.
 
 So a writable connection of ours gets a WAL hook instead (a hook replaces SQLite's automatic
 checkpoint on that connection). The hook only notes how many pages the WAL holds; `checkpoint_due`

@@ -1,9 +1,9 @@
 """The free-space reserve for the live agent.
 
 The agent writes to the database whenever it likes; if a checkpoint or a job of ours fills the
-filesystem, the agent's next write fails with "database or disk is full" (measured: on a 30 MB
-filesystem with a 13 MB database, memory-maintain's pre-write checkpoint took 13 MB, its edges and
-WAL took the rest, and the next job failed). So every checkpoint and every writing job leaves a
+filesystem, the agent's next write fails with "database or disk is full" (on a nearly full
+filesystem the pre-write checkpoint alone can take as much room as the database, and the job's
+edges and WAL the rest). So every checkpoint and every writing job leaves a
 reserve free on the database's filesystem: ``disk.reserve_factor`` times the database plus its WAL
 (default 2x: room for the WAL to grow by the database's size and for SQLite's temporary files),
 never less than ``disk.reserve_floor_mb``. Below it:

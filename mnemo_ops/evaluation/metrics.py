@@ -45,7 +45,6 @@ class CaseScore:
     k: int
     hit_rank: int | None
     targets: int
-    targets_found: int
     recall: float
     recall_all: float
     mrr: float
@@ -117,7 +116,6 @@ def score_case(
         k=k,
         hit_rank=hit_rank,
         targets=total_targets,
-        targets_found=len(credited),
         recall=1.0 if hit_rank is not None else 0.0,
         recall_all=1.0 if total_targets and len(credited) == total_targets else 0.0,
         mrr=1.0 / hit_rank if hit_rank is not None else 0.0,

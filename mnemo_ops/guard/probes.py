@@ -107,11 +107,6 @@ def _stratum(session_id: str | None, source: str | None) -> tuple[str, str]:
     return (session_id or "", source or "")
 
 
-def strata_count(connection: apsw.Connection) -> int:
-    """How many (session, source) strata the live working memories form."""
-    return len(strata_since(connection, 0))
-
-
 def strata_since(connection: apsw.Connection, after_rowid: int) -> set[tuple[str, str]]:
     """The (session, source) strata of the live working memories past `after_rowid` (0: all)."""
     return {

@@ -79,7 +79,6 @@ class Audit:
     """Everything the audit found and the repairs it plans."""
 
     findings: list[Finding] = dataclasses.field(default_factory=list)
-    core_corruption: list[str] = dataclasses.field(default_factory=list)
     rebuild_tables: list[str] = dataclasses.field(default_factory=list)
     fts_working: FtsWorkingPlan = dataclasses.field(default_factory=FtsWorkingPlan)
     canonical_closures: list[Closure] = dataclasses.field(default_factory=list)

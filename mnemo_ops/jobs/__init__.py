@@ -67,11 +67,6 @@ def metered(job: Callable[[JobContext], Any]) -> Callable[[JobContext], Any]:
     return run
 
 
-def is_implemented(job: str) -> bool:
-    """True when `job` has a module."""
-    return job in JOB_NAMES and load_manifests()[job].implemented
-
-
 def implemented_jobs() -> list[str]:
     """The jobs that have a module, in schedule order."""
     return [name for name, manifest in load_manifests().items() if manifest.implemented]

@@ -167,8 +167,9 @@ def _backstop(ctx: JobContext, connection) -> None:
             f"auto slot (first: {plan.slot_taken[0]})",
             severity="info",
         )
-    # A large history that predates the trigger (290k facts at 1M rows) is worked off over several
-    # runs: each run's share is bounded, and the marks below move only once a pass is complete.
+    # A large history that predates the trigger (on a big home, a large share of its facts) is
+    # worked off over several runs: each run's share is bounded, and the marks below move only once
+    # a pass is complete.
     this_run = plan.limited(ctx.options.backstop_max_rows)
     capped = this_run.size < plan.size
     ctx.result.stats["canonical"]["this_run"] = this_run.size
@@ -325,8 +326,8 @@ def preflight(ctx: JobContext) -> None:
 
     Between full passes both halves are incremental and look only at rows past their rowid marks
     (the backstop only while the trigger is current); with no row past either mark the run changes
-    nothing, and the trial's two whole-file copies were its whole cost (174 s at 1M rows under
-    load, where the run itself takes under a second).
+    nothing, and the trial's two whole-file copies would be its whole cost (minutes on a large
+    home under load, where the run itself is over in a moment).
     """
     link_state = _read_state(ctx)
     connection = ctx.open_db(readonly=True)

@@ -76,11 +76,11 @@ def _open_checker(ctx: JobContext, workspace: Path) -> apsw.Connection | None:
     """A writable connection for FTS5's integrity-check, on a private snapshot copy in `workspace`.
 
     The check is an INSERT command (always rolled back) and so holds the write lock for as long as
-    it reads the whole index: 0.7 s at 100k rows, seconds at 1M, longer than the live agent may be
-    kept waiting (its 5 s busy timeout, and our 250 ms bound). On a copy made inside one read
-    snapshot it blocks no one, and its verdict is the snapshot's; a damaged index is then rebuilt in
-    the live file. The copy is skipped (the check too, with a note) when it would eat into the free
-    space kept for the agent. None when no copy can be made.
+    it reads the whole index, which on a large home is longer than the live agent may be kept
+    waiting (its busy timeout, and our own bound on a write transaction). On a copy made inside one
+    read snapshot it blocks no one, and its verdict is the snapshot's; a damaged index is then
+    rebuilt in the live file. The copy is skipped (the check too, with a note) when it would eat
+    into the free space kept for the agent. None when no copy can be made.
     """
     if reserve.same_filesystem(workspace, ctx.settings.db_path.parent):
         space = reserve.free_space(

@@ -66,7 +66,7 @@ def preview(entry: str, width: int = 60) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Block:
-    """One block as read: its bytes, text, entries and the file's identity and mode."""
+    """One block as read: its bytes, text, entries and the file's owner, mode and modification time."""
 
     name: str
     path: Path
@@ -77,7 +77,6 @@ class Block:
     uid: int
     gid: int
     mtime: float
-    inode: int
 
     @property
     def chars(self) -> int:
@@ -141,7 +140,6 @@ def read_block(path: Path, limit: int) -> Block | BlockProblem | None:
         uid=opened.st_uid,
         gid=opened.st_gid,
         mtime=opened.st_mtime,
-        inode=opened.st_ino,
     )
 
 

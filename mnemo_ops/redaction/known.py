@@ -16,7 +16,6 @@ from typing import Any
 
 from mnemo_ops.redaction.patterns import MIN_SECRET_CHARS, is_secret_key_name, parse_env
 
-AUTH_FILES = ("auth.json", ".env")
 MAX_FILE_BYTES = 1 << 20
 
 

@@ -59,8 +59,8 @@ verbatim ledger, no auto-sleep check), and the row enrichment is that line's own
 **Dates** (``timeline="sessions"``, the default). Rows are then backdated to their session's date:
 the last session of the home is yesterday (by the writing Mnemosyne's own clock: 4.0 stamps UTC,
 3.15 local time), earlier sessions go back from there, and `age_days` shifts the whole home that
-many days further into the past (the issue's aged case: ``age_days=10``, every memory at least 10
-days old). Backdating moves every time Mnemosyne derived from the write time: the row's
+many days further into the past (the aged case of the tests and benchmarks: ``age_days=10``, every
+memory at least 10 days old). Backdating moves every time Mnemosyne derived from the write time: the row's
 ``timestamp`` and ``created_at``, its ``event_date`` (re-parsed by Mnemosyne's own temporal parser
 with the session's time as the reference, as it would have been parsed then), ``occurred_on``
 annotations, gists, facts and their edges. The temporal questions' answers are resolved from
@@ -173,12 +173,12 @@ memory:
 TIMELINES = ("sessions", "written")
 """``sessions``: every row on its session's date (a chat used for weeks); ``written``: the rows keep
 the times the plugin wrote them, a minute or so apart (a history imported through the plugin in one
-go, as the issue's measured home was); in both, `age_days` moves the home back."""
+go); in both, `age_days` moves the home back."""
 WRITERS = ("auto", "plugin", "mnemosyne")
 """``auto``: the plugin when the writing interpreter can import it, else Mnemosyne's BeamMemory;
 ``plugin``: the plugin or fail; ``mnemosyne``: BeamMemory even where the plugin is installed."""
 BENCHMARK_SIZE = {"conversations": 10, "sessions_per_conversation": 19, "turns_per_session": 30}
-"""The size of the home the issue measured: ten conversations, 5,700 turns, about 300 questions."""
+"""The benchmarks' home: ten conversations of 19 sessions of 30 turns (about 300 questions)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1197,7 +1197,7 @@ def build(
     """Write a conversation home into `directory` (which must not hold one yet); return its layout.
 
     The default size is for tests (3 conversations of 4 sessions of 24 turns: 288 turns, 15
-    questions); `BENCHMARK_SIZE` is the issue's (5,700 turns, 300 questions). `age_days` moves the
+    questions); `BENCHMARK_SIZE` is the benchmarks' (5,700 turns, 300 questions). `age_days` moves the
     whole home that many days further into the past. `sync_roles` goes into the home's
     ``config.yaml`` as the plugin's ``memory.mnemosyne.sync_roles`` (``("user",)`` is the plugin's
     default). `writer` is one of `WRITERS`, `timeline` one of `TIMELINES`. `python` writes with

@@ -219,16 +219,6 @@ GIFTS = (
     "concert tickets",
     "a watercolour set",
 )
-CARS = (
-    "Skoda Octavia",
-    "Renault Zoe",
-    "Volvo V60",
-    "Fiat Panda",
-    "Toyota Yaris",
-    "Kia Niro",
-    "VW Polo",
-    "Mazda 3",
-)
 MONTHS = (
     "January",
     "February",

@@ -60,7 +60,7 @@ ZIPF_OFFSET = 1.0
 MEAN_TURNS = 150
 """Turns per session on average (sessions of a third of it to twice it)."""
 VOCABULARY_SIZE = 400_000
-"""Ranks drawn from; at 1M rows about a third of them have been used (the tail keeps growing)."""
+"""Ranks drawn from: more than the largest generated home uses, so the tail keeps growing."""
 
 # Real English head words, most frequent first: the words that every turn is made of.
 _HEAD_WORDS = (

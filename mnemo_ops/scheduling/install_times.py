@@ -45,11 +45,6 @@ def read(settings: Settings) -> dict[str, dict[str, str]]:
     }
 
 
-def installed_at(settings: Settings, scheduler: str, job: str) -> datetime | None:
-    """When `job` was installed in `scheduler`, as recorded (None when not recorded)."""
-    return parse(read(settings).get(scheduler, {}).get(job))
-
-
 def parse(stamp: Any) -> datetime | None:
     """An ISO time as an aware datetime (a naive one is taken as UTC), or None."""
     if not isinstance(stamp, str):

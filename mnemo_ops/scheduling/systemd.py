@@ -20,7 +20,6 @@ import os
 import pwd
 import re
 import shlex
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -51,11 +50,6 @@ class UnitFile:
     job: str
     template: bool
     text: str
-
-    @property
-    def is_timer(self) -> bool:
-        """True for a ``.timer``."""
-        return self.name.endswith(".timer")
 
 
 def unit_dir(user: bool, environ: dict[str, str]) -> Path:
@@ -455,8 +449,3 @@ def apply_uninstall(plan: SystemdPlan) -> None:
     for command in plan.commands:
         if command not in disable:
             _run(command)
-
-
-def verify_available() -> bool:
-    """True when ``systemd-analyze`` is installed (``systemd-analyze verify`` checks unit files)."""
-    return shutil.which("systemd-analyze") is not None

@@ -151,12 +151,6 @@ class Settings:
         """The ``jobs.<name>`` section (schedule, enabled, timeout, ping_url) of job `name`."""
         return schedule_of(self.config.jobs, name)
 
-    def options_of(self, job: str) -> Section:
-        """The options section of `job` (``memory-maintain`` -> ``settings.memory_maintain``)."""
-        if job not in JOB_SECTIONS:
-            raise KeyError(f"no such job: {job}")
-        return getattr(self.config, section_name(job))
-
     def check_run_options(
         self, job: str, given: dict[str, Any]
     ) -> tuple[Settings, Section, BaseModel]:

@@ -42,9 +42,10 @@ class TransactionOptions(Section):
     """``transactions``: every job's write transactions on the memory database.
 
     The live agent waits at most its 5 s busy timeout for the write lock, and after one timeout
-    Mnemosyne keeps failing (docs/live-agent.md), so these stay far below it. ``target_ms`` stays 50:
-    15 gave memory-maintain at 100k rows a better agent p99 on 3.15, but one CI run on 4.0 saw a
-    capped memory-maintain take ten minutes beside the live writer with it (not yet understood).
+    Mnemosyne keeps failing (docs/live-agent.md), so these stay far below it. ``target_ms`` keeps
+    its default: a shorter target helped the agent's slowest writes on one Mnemosyne line, but on
+    the other it made a capped memory-maintain far slower beside the live writer (not yet
+    understood).
     """
 
     target_ms: PositiveInt = option(50, "a write transaction stops taking rows after this long")

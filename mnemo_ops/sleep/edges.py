@@ -32,7 +32,6 @@ from typing import Any
 
 import apsw
 
-from mnemo_ops import database
 from mnemo_ops.database import transactions
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.sleep import store
@@ -43,7 +42,6 @@ CONFIRMS = "mnemo:confirms"
 CONTRADICTS = "mnemo:contradicts"
 DERIVES = "mnemo:derives"
 EXTENDS = "mnemo:extends"
-OWNED_TYPES = (CONFIRMS, CONTRADICTS, DERIVES, EXTENDS)
 STAGE = "edges"
 BATCH = 500
 EPSILON = 1e-12
@@ -268,22 +266,3 @@ def _apply(run: SleepRun, connection: apsw.Connection, batch: list[EdgeUpdate], 
     for item in transactions.write_batch(connection, work, label="sleep-edges"):
         totals["changed"] += 1
         totals["strengthened" if item.coactive else "downscaled"] += 1
-
-
-def owned_edge_counts(connection: apsw.Connection) -> dict[str, int]:
-    """How many edges of each of our types there are (for status and the triggers)."""
-    return {
-        row[0]: row[1]
-        for row in connection.execute(
-            f"SELECT edge_type, count(*) FROM graph_edges WHERE {OWNED_CONDITION} GROUP BY edge_type"
-        )
-    }
-
-
-def weight_range(connection: apsw.Connection) -> tuple[float | None, float | None]:
-    """The lowest and highest weight among our edges (None, None without any)."""
-    row = database.fetch_dicts(
-        connection,
-        f"SELECT min(weight) AS low, max(weight) AS high FROM graph_edges WHERE {OWNED_CONDITION}",
-    )
-    return (row[0]["low"], row[0]["high"]) if row else (None, None)

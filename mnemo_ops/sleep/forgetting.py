@@ -36,8 +36,8 @@ def _lineage_holders(connection: apsw.Connection, memory_ids: list[str]) -> set[
     """Which of `memory_ids` hold a current canonical lineage (``source = 'auto:<id>'``).
 
     One query per batch: ``canonical_facts`` has no index on ``source``, so a check per row would
-    scan the table once per row, inside the write transaction (at 1M memories, with a quarter of
-    them promoted, seconds per batch while the agent waits)."""
+    scan the table once per row, inside the write transaction (on a big home with many promoted
+    facts, long enough per batch to keep the agent waiting)."""
     if not memory_ids or "canonical_facts" not in database.table_names(connection):
         return set()
     return {

@@ -38,7 +38,6 @@ NIGHTS = "sleep_nights"
 EDGE_JOURNAL = "sleep_edge_journal"
 IMPORTANCE = "sleep_importance"
 CURSORS = "sleep_cursors"
-TABLES = (MEMORIES, CONFIRMATIONS, ARCHIVE, NIGHTS, EDGE_JOURNAL, IMPORTANCE, CURSORS)
 
 FORGOTTEN = "forgotten"
 CONTRADICTED = "contradicted"

@@ -44,7 +44,7 @@ FUNCTION = "mnemo_ops_fingerprint"
 def register_fingerprint(connection: apsw.Connection) -> None:
     """Make ``mnemo_ops_fingerprint(CAST(content AS BLOB), length(...))`` available in SQL.
 
-    zlib.crc32 itself is the function (no Python frame per row), so SQLite fingerprints 100k rows
+    zlib.crc32 itself is the function (no Python frame per row), so SQLite fingerprints the rows
     about as fast as it reads them; the result equals `fingerprint(content)`.
     """
     connection.create_scalar_function(FUNCTION, zlib.crc32, 2, deterministic=True)
@@ -56,7 +56,8 @@ def load_live_memories(
     """All live memories keyed by map key. Mnemosyne stamps valid_until as naive local ISO, so compare so."""
     now_iso = (now or datetime.now()).isoformat()
     memories: dict[str, LiveMemory] = {}
-    make = tuple.__new__  # the NamedTuple without its per-call argument handling: 100k rows a night
+    # The NamedTuple without its per-call argument handling: every live row is made, every night.
+    make = tuple.__new__
     register_fingerprint(connection)
     body = "CAST(COALESCE(content, '') AS BLOB)"
     for kind, (prefix, table, _fts) in KINDS.items():

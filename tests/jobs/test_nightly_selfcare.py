@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from freezegun import freeze_time
 
 from mnemo_ops.core import state
-from mnemo_ops.jobs import is_implemented, run_job
+from mnemo_ops.jobs import run_job
 from mnemo_ops.selfcare import report, row_count_history
 from tests.purity import assert_unchanged, snapshot
 from tests.selfcare.helpers import (
@@ -181,7 +181,7 @@ def test_a_simulated_week(sample, tmp_path):
     assert warning_codes(day6)["backup-stale"] == "warning"
     overdue = {row["job"] for row in day6.overdue}
     assert "nightly-selfcare" in overdue
-    assert ("backup" in overdue) == is_implemented("backup")
+    assert "backup" in overdue
     assert warning_codes(day6)["job-overdue"] == "warning"
 
     # Day 7: the backup is 83 h old -> error; the job's own result carries it too.

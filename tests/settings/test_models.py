@@ -109,7 +109,6 @@ def test_settings_expose_typed_sections(tmp_path):
     assert settings.sleep.nrem_max_cluster == 5
     assert settings.sleep.quiet_hours_minutes == (23 * 60, 4 * 60)
     assert settings.job("backup").enabled is False
-    assert settings.options_of("memory-maintain") is settings.memory_maintain
     # An integer stays an integer where a number is allowed (config show prints what was written).
     assert settings.evening_batch.label_similarity == 85
     with pytest.raises(ValidationError):  # read-only: code cannot change an option behind the file

@@ -480,14 +480,6 @@ PLUGIN_RECALL = {"top_k": 16, "temporal_weight": 0.2, "temporal_halflife": 48}
 RAW_SIGNAL, DISTILLED_SIGNAL = 0.18, 0.08
 """The plugin's topical-signal floors for raw (``conversation``, ``[USER]``) and distilled rows: literals
 inside its ``prefetch``, so restated here; the reproduction check catches a change."""
-FILTER_RULES = (
-    "low-quality",
-    "source-quality",
-    "lexical-evidence",
-    "topical-signal",
-    "score-and-importance",
-)
-"""The prefetch's filters, in the plugin's order (the approximation has only the last one)."""
 
 
 def _recall_with(beam_recall: Any, arguments: dict[str, Any], **changes: Any) -> tuple[list, dict]:

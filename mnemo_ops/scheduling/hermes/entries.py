@@ -16,8 +16,6 @@ NAME_PREFIX = "mnemo-ops "
 CONFIG_PAUSE_REASON = "disabled in the mnemo-ops config (jobs.<job>.enabled: false)"
 HERMES_DEFAULT_DELIVER = "local"
 """Hermes' own default target for a job created without an origin."""
-OWNED_FIELDS = ("name", "prompt", "script", "no_agent", "schedule", "schedule_display", "deliver")
-"""The fields install sets on an entry of ours; every other field is Hermes' (id, state, last_*...)."""
 
 
 def new_entry(
