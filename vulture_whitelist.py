@@ -139,6 +139,6 @@ EXPECTED_SLOTS
 forget_process_answers
 immediate_transaction
 
-# mnemo_ops/checkpoints/compaction.py's CompactionResult.removed_files is read nowhere; that file is
-# being changed on another branch, so the field is reported, not removed, here.
+# CompactionResult.removed_files (checkpoints/compaction.py) is read nowhere yet: it keeps the pair
+# catalog.collect_chunks returns (files, bytes) whole.
 removed_files

@@ -6,11 +6,11 @@ Layout, inside the backups folder (folders 0700, files 0600, never a symlink fol
     <backups>/store/packs/<pack>.pack          the new pages of one checkpoint, one after another
     <backups>/<name>/mnemosyne.db.pages        a checkpoint's index (below)
 
-Why pages, and why packs (measured, benchmarks/checkpoint_store.py): SQLite never shifts bytes in
-its file, a changed row rewrites its page in place, but the agent's recalls bump rows all over the
-file: after 1% churn a day, 64 KiB chunks saw 38% of the file change, 16 KiB ones 13%. Only
-page-sized pieces write what changed; and one file (one fsync) a checkpoint instead of one per
-piece keeps a 1 GB database from needing a quarter of a million files.
+Why pages, and why packs (benchmarks/checkpoint_store.py): SQLite never shifts bytes in its file,
+a changed row rewrites its page in place, but the agent's recalls bump rows all over the file, so
+larger chunks see most of the file change every day; only page-sized pieces write what changed.
+One file (one fsync) per checkpoint instead of one per piece keeps a large database from needing
+hundreds of thousands of files.
 
 A checkpoint's index: a JSON header line (the packs it uses, the page and chunk sizes), then per
 chunk of CHUNK_BYTES its sha256 (32 bytes), then per page a record: 16 bytes of the page's sha256

@@ -361,8 +361,9 @@ def _deduplicated_database(
 
     The pages come from SQLite inside one read snapshot and are hashed as they are stored, so
     there is no copy to check against its snapshot; ``integrity_check`` runs on that same snapshot
-    for daily and manual backups (and pre-write ones with ``backup.pre_write_integrity_check``): at
-    1 GB it costs about five times the copy, which a checkpoint before every write cannot afford.
+    for daily and manual backups (and pre-write ones with ``backup.pre_write_integrity_check``): on a
+    large database it costs several times the copy, which a checkpoint before every write cannot
+    afford (benchmarks/README.md).
     Verify and restore always run it on the reassembled file.
     """
     store = chunk_store.ChunkStore(settings.backups_dir)
