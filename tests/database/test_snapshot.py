@@ -6,10 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import apsw
 
-from mnemo_ops.database.snapshot import copy_file, copy_snapshot
+from mnemo_ops.database.snapshot import copy_file, copy_snapshot, fold_wal
 
 WRITER = r"""
 import random, sqlite3, sys, time
@@ -94,3 +95,32 @@ def test_copy_file_is_byte_exact(tmp_path):
     source.write_bytes(bytes(range(256)) * 5000)
     assert copy_file(source, tmp_path / "target.bin") in ("reflink", "kernel", "stream")
     assert (tmp_path / "target.bin").read_bytes() == source.read_bytes()
+
+
+def test_fold_wal_moves_a_copied_wal_into_the_file(tmp_path):
+    """A database copied with its WAL (as a hard link's folder holds them) keeps the WAL's rows once
+    folded: the file alone then holds them, and no WAL is left beside it."""
+    source = tmp_path / "live.db"
+    writer = apsw.Connection(str(source))
+    writer.execute("PRAGMA journal_mode=WAL")
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    writer.execute("CREATE TABLE memories(text TEXT)")
+    writer.execute("INSERT INTO memories VALUES ('only in the WAL')")
+    copy = tmp_path / "copy" / "live.db"
+    copy.parent.mkdir()
+    for suffix in ("", "-wal"):  # copied while the writer is open: the rows are in the WAL only
+        copy_file(Path(f"{source}{suffix}"), Path(f"{copy}{suffix}"))
+    writer.close()
+
+    fold_wal(copy)
+
+    assert not Path(f"{copy}-wal").exists() or Path(f"{copy}-wal").stat().st_size == 0
+    alone = tmp_path / "alone.db"  # the file by itself, without any WAL beside it
+    copy_file(copy, alone)
+    reader = apsw.Connection(str(alone))
+    try:
+        assert reader.execute("SELECT text FROM memories").fetchall() == [("only in the WAL",)]
+    finally:
+        reader.close()
+    fold_wal(alone)  # no WAL: nothing to do, and no WAL is made
+    assert not Path(f"{alone}-wal").exists()

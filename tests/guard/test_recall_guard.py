@@ -163,11 +163,12 @@ def test_a_harmful_change_is_refused_and_the_live_database_is_untouched(conversa
     assert warning["severity"] == "error" and "fell from" in warning["message"]
     assert summaries(conversations.db_path) == [] and consolidated_rows(conversations.db_path) == 0
     after = recall(conversations, fixed)
-    assert (after.recall, after.mrr, after.suite.metrics) == (
-        before.recall,
-        before.mrr,
-        before.suite.metrics,
-    )
+    # Mnemosyne's recency scoring ages with the clock, so on a slow machine a tie between two
+    # memories may break the other way between the two measurements: within the guard's tolerance.
+    # The database's bytes, checked below, are the proof that nothing changed.
+    assert after.recall == before.recall
+    assert after.mrr == pytest.approx(before.mrr, abs=0.01)
+    assert after.suite.metrics == pytest.approx(before.suite.metrics, abs=0.01)
     assert not list((conversations.state_dir / "guard").glob("trial-*"))  # the copy is gone
     now = sample_snapshot(conversations)
     assert (original["db"], original["wal"]) == (now["db"], now["wal"])
