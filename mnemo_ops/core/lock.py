@@ -8,6 +8,7 @@ non-inheritable, so processes a job starts never keep the lock alive after the j
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.foundation.clock import isoformat, utc_now
-from mnemo_ops.foundation.errors import LockHeldError
+from mnemo_ops.foundation.errors import LockHeldError, UsageError
 from mnemo_ops.foundation.flock import FileLock, LockFileBusy, is_locked
 
 
@@ -48,14 +49,22 @@ class WriterLock:
         self.lock_path = lock_path
         self.job = job
         self.wait_s = max(0.0, wait_s)
-        # "a+" so opening never truncates the metadata of a process that holds the lock.
-        self._lock = FileLock(lock_path, mode="a+")
+        # "a+" so opening never truncates the metadata of a process that holds the lock; never
+        # through a symlink, since the holder's metadata is written into the file opened.
+        self._lock = FileLock(lock_path, mode="a+", follow_symlinks=False)
 
     def acquire(self) -> None:
         """Take the lock or raise LockHeldError naming the holder (after waiting `wait_s` at most)."""
         self.lock_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             handle = self._lock.acquire(self.wait_s)
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                raise
+            raise UsageError(
+                f"the writer lock {self.lock_path} is a symlink: mnemo-ops never writes through "
+                f"a symlink in its state folder; remove it (nothing holds a lock there)"
+            ) from None
         except LockFileBusy:
             holder = read_holder(self.lock_path)
             raise LockHeldError(

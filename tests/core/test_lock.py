@@ -11,6 +11,7 @@ import pytest
 
 from mnemo_ops.core.lock import WriterLock, lock_path_for, probe_holder
 from mnemo_ops.foundation.errors import LockHeldError
+from tests.conftest import run_cli
 
 HOLDER_SCRIPT = """
 import sys, time, subprocess
@@ -109,3 +110,24 @@ def test_lock_file_is_not_the_database(sample, sample_settings):
     lock_path = lock_path_for(sample_settings.state_dir, sample_settings.db_path)
     assert lock_path.parent.parent == sample_settings.state_dir
     assert not str(lock_path).startswith(str(sample_settings.db_path))
+
+
+def test_a_symlinked_lock_file_is_refused_and_its_target_left_alone(sample, tmp_path):
+    """A symlink planted where the writer lock lives would have the job truncate and overwrite its
+    target (the holder's metadata goes into the file opened): the run is refused with exit 2 naming
+    the lock, nothing is recorded, and the target keeps its bytes and mode."""
+    target = tmp_path / "outside.txt"
+    target.write_text("not mnemo-ops' file\n", encoding="utf-8")
+    target.chmod(0o644)
+    lock_path = lock_path_for(sample.state_dir, sample.db_path)
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path.symlink_to(target)
+
+    completed = run_cli(sample, "--json", "run", "backup")
+
+    assert completed.returncode == 2, completed.stderr
+    assert f"the writer lock {lock_path} is a symlink" in completed.stderr
+    assert json.loads(completed.stdout)["exit_code"] == 2
+    assert target.read_text(encoding="utf-8") == "not mnemo-ops' file\n"
+    assert target.stat().st_mode & 0o777 == 0o644
+    assert lock_path.is_symlink()
