@@ -161,13 +161,6 @@ def invocation_state() -> AppState:
     return app_state
 
 
-def state(ctx: typer.Context | None = None) -> AppState:
-    """The AppState for this invocation."""
-    if ctx is not None and isinstance(ctx.obj, AppState):
-        return ctx.obj
-    return invocation_state()
-
-
 class MnemosyneOnce(logging.Filter):
     """Mnemosyne's own log lines, each said once per command, as Mnemosyne's (not ours).
 
