@@ -122,7 +122,7 @@ _.preference
 _.knowledge_update
 
 # Used by tests/ and benchmarks/ only, as the package's public helpers: the sample homes and their
-# generators (mnemo_ops.samples exists for the tests, the demo and the benchmarks), the test
+# generators (devtools.samples exists for the tests, the demo and the benchmarks), the test
 # model plugin's reset, and the plain write transaction the tests and a benchmark hold.
 build
 as_agent_sessions

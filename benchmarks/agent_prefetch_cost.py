@@ -27,13 +27,13 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.database.mnemosyne_api import mnemosyne_environment  # noqa: E402
+from devtools.samples import hermes_conversations  # noqa: E402
 from mnemo_ops.evaluation.engines.base import Query  # noqa: E402
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine  # noqa: E402
 from mnemo_ops.evaluation.receives import summarize  # noqa: E402
 from mnemo_ops.evaluation.suite import load_suite  # noqa: E402
-from mnemo_ops.samples import hermes_conversations  # noqa: E402
-from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
+from mnemo_ops.mnemosyne.api import mnemosyne_environment  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, copy_home  # noqa: E402
 
 REMEMBER = r"""
 import json, sqlite3, sys

@@ -28,10 +28,10 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
+from devtools.samples.realistic_memories import cached_realistic_home  # noqa: E402
 from mnemo_ops import database  # noqa: E402
 from mnemo_ops.guard import probes  # noqa: E402
-from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
-from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, copy_home  # noqa: E402
 
 TIMER = r"""
 import json, sqlite3, sys, time

@@ -33,12 +33,12 @@ sys.path.insert(0, str(REPOSITORY))
 
 from freezegun import freeze_time  # noqa: E402
 
+from devtools.samples import hermes_conversations  # noqa: E402
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine  # noqa: E402
 from mnemo_ops.evaluation.evaluate import evaluate  # noqa: E402
 from mnemo_ops.evaluation.suite import load_suite  # noqa: E402
 from mnemo_ops.jobs import run_job  # noqa: E402
-from mnemo_ops.samples import hermes_conversations  # noqa: E402
-from mnemo_ops.samples.sample_database import copy_home  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import copy_home  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 
 ARMS = {"baseline": "sleep:\n  importance: false\n", "importance": "sleep:\n  importance: true\n"}

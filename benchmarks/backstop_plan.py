@@ -27,10 +27,10 @@ sys.path.insert(0, str(REPOSITORY))
 
 import apsw  # noqa: E402
 
-from mnemo_ops.canonical import backstop  # noqa: E402
+from devtools.samples.realistic_memories import cached_realistic_home  # noqa: E402
 from mnemo_ops.foundation.clock import local_timestamp  # noqa: E402
-from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
-from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
+from mnemo_ops.jobs.memory_maintain import backstop  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mnemo_ops.samples.sample_database import build_sample  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import build_sample  # noqa: E402
 
 
 def make_items(count: int, sessions: int) -> list[dict]:

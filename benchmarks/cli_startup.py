@@ -33,7 +33,7 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.samples.sample_database import SampleLayout, build_sample  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, build_sample  # noqa: E402
 
 STARTED_MARK = "cli-startup-probe: job started at "
 

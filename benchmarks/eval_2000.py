@@ -132,7 +132,7 @@ def synthetic_memories(count: int, rng: random.Random) -> list[dict]:
 def build(root: Path, memories: int, queries: int, seed: int) -> tuple[Path, Path]:
     """The database and the suite in `root`."""
     from mnemo_ops.evaluation.engines.mnemosyne import run_worker
-    from mnemo_ops.samples.sample_database import build_sample
+    from mnemo_ops.mnemosyne.sample_home import build_sample
 
     rng = random.Random(seed)
     layout = build_sample(root / "sample")

@@ -31,14 +31,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mnemo_ops.consolidation import episodic  # noqa: E402
-from mnemo_ops.database.mnemosyne_api import mnemosyne_environment  # noqa: E402
+from mnemo_ops.jobs.evening_batch.consolidation import episodic  # noqa: E402
+from mnemo_ops.mnemosyne.api import mnemosyne_environment  # noqa: E402
 
 FORMER = r"""
 import json, sys
 from pathlib import Path
 from mnemo_ops.database import mnemosyne_api
-from mnemo_ops.consolidation.child import _choose_model
+from mnemo_ops.jobs.evening_batch.consolidation.child import _choose_model
 db_path = Path(sys.argv[1])
 _choose_model("aaak")
 with mnemosyne_api.schema_initialisation_skipped():

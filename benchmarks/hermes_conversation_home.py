@@ -4,7 +4,7 @@ Usage: python benchmarks/hermes_conversation_home.py [--dir DIR] [--age-days 10]
        [--timeline sessions|written] [--sync-roles user,assistant] [--writer auto|plugin|mnemosyne]
        [--small] [--grow ROWS]
 
-The home of issue 26 (``mnemo_ops.samples.hermes_conversations``, `BENCHMARK_SIZE`): ten gateway
+The home of issue 26 (``devtools.samples.hermes_conversations``, `BENCHMARK_SIZE`): ten gateway
 chats of 19 sessions of 30 turns (5,700 turns), about 300 questions whose evidence turns are known,
 written through the Hermes plugin's own ``sync_turn`` where ``mnemosyne-hermes`` is importable (the
 4.0 venv), else through BeamMemory with the plugin's arguments. ``--small`` builds the tests' size
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mnemo_ops.samples import hermes_conversations, realistic_memories  # noqa: E402
+from devtools.samples import hermes_conversations, realistic_memories  # noqa: E402
 
 
 def main() -> None:

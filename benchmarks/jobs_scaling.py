@@ -7,7 +7,7 @@ Run by hand (not part of the test suite):
     python benchmarks/jobs_scaling.py --sizes 10000,100000,1000000 --timeout-s 1500
     python benchmarks/jobs_scaling.py --jobs memory-maintain,backup --sizes 10000,100000
 
-For each size, a realistic database (``mnemo_ops.samples.realistic_memories``) is built once into
+For each size, a realistic database (``devtools.samples.realistic_memories``) is built once into
 ``--dir`` (reused by later runs). Each job then runs as a user would run it (``mnemo-ops --json run
 JOB --force``) on a fresh copy, in a child process (its own session, so a job past ``--timeout-s``
 is killed with its whole process group and printed as ``timeout``; the run goes on) whose wall
@@ -41,8 +41,8 @@ from typing import NamedTuple
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
-from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
+from devtools.samples.realistic_memories import cached_realistic_home  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, copy_home  # noqa: E402
 
 JOBS = [
     "backup",

@@ -6,7 +6,7 @@ Run by hand (not part of the test suite):
     python benchmarks/live_agent_latency.py --rows 10000 --jobs backup,memory-maintain
     python benchmarks/live_agent_latency.py --home DIR --jobs evening-batch   # a home of your own
 
-A database of `--rows` rows of realistic text (``mnemo_ops.samples.realistic_memories``: the
+A database of `--rows` rows of realistic text (``devtools.samples.realistic_memories``: the
 sample home written by Mnemosyne, grown by SQL) is built once into ``--dir``. For each job, on a
 fresh copy: a separate process plays the agent, writing through the real ``Mnemosyne.remember``
 every 20 ms (the Hermes plugin's 50 writes/s, every fourth a user-stated fact); its latencies are
@@ -33,8 +33,8 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
-from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
+from devtools.samples.realistic_memories import cached_realistic_home  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, copy_home  # noqa: E402
 
 AGENT = r"""
 import json, sys, time
@@ -89,7 +89,7 @@ def prepare(layout: SampleLayout, job: str) -> tuple[Path | None, dict[str, str]
     if job == "bridge-drain":
         queue_items(layout, 300)
     if job == "self-reflection":
-        from mnemo_ops.samples import reflection_week
+        from devtools.samples import reflection_week
         from tests.models.plugin import model_plugin_environment
 
         reflection_week.add_week(layout)

@@ -35,11 +35,11 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.samples.realistic_memories import (  # noqa: E402
+from devtools.samples.realistic_memories import (  # noqa: E402
     add_realistic_memories,
     cached_realistic_home,
 )
-from mnemo_ops.samples.sample_database import SampleLayout  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout  # noqa: E402
 
 
 def run(

@@ -16,7 +16,7 @@ import tempfile
 from contextlib import closing
 from pathlib import Path
 
-from mnemo_ops.samples.sample_database import build_sample
+from mnemo_ops.mnemosyne.sample_home import build_sample
 
 
 def prepare(directory: Path, rows: int):

@@ -9,7 +9,7 @@ Run by hand (not part of the test suite):
     python benchmarks/orphan_linking.py --round 100000 --max-rows 20000  # a round over runs
 
 For each size a fresh database is created by Mnemosyne itself (its own schema, triggers and FTS
-tables), the rows of realistic text are written by SQL (mnemo_ops.samples.realistic_memories: Zipf
+tables), the rows of realistic text are written by SQL (devtools.samples.realistic_memories: Zipf
 words, a recurring cast, topics that come back), and one uncapped linking pass
 runs through the same code the job uses. Printed side by side: orphans per second, and for each size
 step the growth in rows against the growth in time (target: 10x rows cost at most 12x time).
@@ -39,29 +39,29 @@ sys.path.insert(0, str(REPOSITORY))
 
 import apsw  # noqa: E402
 
+from devtools.samples.realistic_memories import (  # noqa: E402
+    add_realistic_memories,
+    cached_realistic_home,
+)
 from mnemo_ops.database import fts_segments  # noqa: E402
 from mnemo_ops.foundation.clock import local_timestamp  # noqa: E402
 from mnemo_ops.guard import probes  # noqa: E402
 from mnemo_ops.guard.measure import measure  # noqa: E402
-from mnemo_ops.linking import orphans  # noqa: E402
-from mnemo_ops.samples.realistic_memories import (  # noqa: E402
-    add_realistic_memories,
-    cached_realistic_home,
-)
-from mnemo_ops.samples.sample_database import SampleLayout, build_sample, copy_home  # noqa: E402
+from mnemo_ops.jobs.memory_maintain import orphans  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, build_sample, copy_home  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 
 CREATE_SCHEMA = """
 import sys
 from pathlib import Path
-from mnemo_ops.database.mnemosyne_api import open_mnemosyne
+from mnemo_ops.mnemosyne.api import open_mnemosyne
 open_mnemosyne(Path(sys.argv[1]), session_id="benchmark")
 """
 
 RECALL_SUITE = r"""
 import json, os, sys
 from pathlib import Path
-from mnemo_ops.database.mnemosyne_api import open_mnemosyne
+from mnemo_ops.mnemosyne.api import open_mnemosyne
 cases = json.loads(Path(sys.argv[2]).read_text())
 sessions = {}
 total = found_any = 0.0
@@ -167,7 +167,7 @@ def scaling(sizes: list[int], keep: bool, repeat: int) -> None:
 QUALITY_SUITE = r"""
 import json, sys
 from pathlib import Path
-from mnemo_ops.database.mnemosyne_api import open_mnemosyne
+from mnemo_ops.mnemosyne.api import open_mnemosyne
 cases = json.loads(Path(sys.argv[2]).read_text())
 memories = {}
 hits = shared = 0.0

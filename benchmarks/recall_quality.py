@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/recall_quality.py [--sessions 8] [--turns 300] [--dir DIR] [--keep] [--sleep-only]
 
-On a generated aged conversation home (``mnemo_ops.samples.conversations``: multi-session
+On a generated aged conversation home (``devtools.samples.conversations``: multi-session
 conversations written through Mnemosyne's own API, with an eval suite whose cases name their evidence
 turns), each writing job runs on its own copy of the same home, and recall is measured before and
 after with one fixed probe set and the suite, in both profiles (``hermes``: what the Hermes plugin
@@ -34,12 +34,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from devtools.samples.conversations import build  # noqa: E402
 from mnemo_ops import database  # noqa: E402
 from mnemo_ops.evaluation.suite import load_suite  # noqa: E402
 from mnemo_ops.guard import probes  # noqa: E402
 from mnemo_ops.guard.measure import measure  # noqa: E402
-from mnemo_ops.samples.conversations import build  # noqa: E402
-from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, copy_home  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 
 JOBS = ("memory-maintain", "evening-batch", "monthly-maintenance")

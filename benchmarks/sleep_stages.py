@@ -5,7 +5,7 @@ Run by hand (not part of the test suite):
     python benchmarks/sleep_stages.py                           # 10k and 100k
     python benchmarks/sleep_stages.py --sizes 10000,100000,1000000
 
-For each size a realistic home (``mnemo_ops.samples.realistic_memories``: the sample home written by
+For each size a realistic home (``devtools.samples.realistic_memories``: the sample home written by
 Mnemosyne, grown by SQL with Zipf-distributed text, recurring casts and topics, 5% near-duplicate
 turns, a summary per 40 rows; each row's ``memory_type`` then given by Mnemosyne's own classifier,
 as ``remember`` does, and the canonical lineage rows the promotion trigger writes for the user's
@@ -44,8 +44,8 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPOSITORY))
 
-from mnemo_ops.samples.realistic_memories import cached_realistic_home  # noqa: E402
-from mnemo_ops.samples.sample_database import SampleLayout, copy_home  # noqa: E402
+from devtools.samples.realistic_memories import cached_realistic_home  # noqa: E402
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, copy_home  # noqa: E402
 
 NEW_SHARE = 0.01
 NEW_SEED = 11
@@ -75,7 +75,7 @@ def promote(layout: SampleLayout, after_rowid: int = 0) -> int:
     Mnemosyne's own writes do; those rows are exempt from forgetting, and the forgetting stage
     checks for them inside its write transactions, so the benchmark must have them.
     """
-    from mnemo_ops.canonical.trigger import (
+    from mnemo_ops.jobs.memory_maintain.trigger import (
         PROMOTION_MIN_IMPORTANCE,
         PROMOTION_SOURCES,
         PROMOTION_VERACITY,
@@ -162,7 +162,7 @@ def _child(layout: SampleLayout, *arguments: str) -> dict:
 
 def add_new(layout: SampleLayout, rows: int, moment: str) -> dict:
     """In a child: 1% new realistic memories, written in the hours before `moment`."""
-    from mnemo_ops.samples.realistic_memories import add_realistic_memories
+    from devtools.samples.realistic_memories import add_realistic_memories
 
     end = datetime.fromisoformat(moment)
     connection = sqlite3.connect(layout.db_path)
@@ -197,10 +197,10 @@ def night(layout: SampleLayout, moment: str) -> dict:
     from freezegun import freeze_time
 
     from mnemo_ops import jobs
-    from mnemo_ops.consolidation.batch import Step, run_steps
     from mnemo_ops.core import runner
+    from mnemo_ops.jobs.evening_batch.consolidation.batch import Step, run_steps
+    from mnemo_ops.jobs.evening_batch.sleep import steps
     from mnemo_ops.settings import load_settings
-    from mnemo_ops.sleep import steps
 
     sleep_steps = (
         Step("reinforcement", steps.reinforcement_step),

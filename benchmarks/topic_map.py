@@ -21,14 +21,14 @@ from pathlib import Path
 
 import apsw
 
-from mnemo_ops.consolidation.batch import BatchState
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.manifests import get_manifest
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.database import transactions
-from mnemo_ops.samples.sample_database import build_sample
+from mnemo_ops.jobs.evening_batch.consolidation.batch import BatchState
+from mnemo_ops.jobs.evening_batch.topics import steps as map_steps
+from mnemo_ops.mnemosyne.sample_home import build_sample
 from mnemo_ops.settings import load_settings
-from mnemo_ops.topics import steps as map_steps
 
 SYLLABLES = [
     "ka",

@@ -5,7 +5,7 @@
 -- These triggers run inside Mnemosyne's own connections (Python's sqlite3, SQLite 3.40 on the
 -- target machines), so they use only SQL that SQLite 3.37 understands.
 --
--- Rules (the backstop sweep in mnemo_ops/jobs/memory_maintain.py applies the same ones):
+-- Rules (the backstop sweep in mnemo_ops/jobs/memory_maintain/job.py applies the same ones):
 --   qualifies  source IN ('user','fact'), veracity 'stated', importance >= 0.7, non-blank content,
 --              non-NULL id
 --   live       superseded_by IS NULL and (valid_until IS NULL or valid_until > now), where now is

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from mnemo_ops.samples.sample_database import SampleLayout, build_sample, copy_home
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, build_sample, copy_home
 from mnemo_ops.settings import Settings, load_settings
 from tests.other_mnemosyne import OtherMnemosyne
 from tests.other_mnemosyne import other_mnemosyne as find_other_mnemosyne
@@ -84,7 +84,7 @@ REALISTIC_ROWS = 50_000
 @pytest.fixture(scope="session")
 def realistic_template(sample_template, tmp_path_factory) -> SampleLayout:
     """The sample home grown by REALISTIC_ROWS rows of realistic text, built once per session."""
-    from mnemo_ops.samples.realistic_memories import add_realistic_memories
+    from devtools.samples.realistic_memories import add_realistic_memories
 
     layout = copy_sample(sample_template, tmp_path_factory.mktemp("realistic") / "home")
     add_realistic_memories(layout.db_path, REALISTIC_ROWS, seed=20)
@@ -107,7 +107,7 @@ def sample(sample_template, tmp_path) -> SampleLayout:
 def conversations_template(tmp_path_factory) -> SampleLayout:
     """An aged multi-session conversation home (900 turns in 6 sessions) with its eval suite,
     written once per session through the real Mnemosyne API (``samples/conversations.py``)."""
-    from mnemo_ops.samples.conversations import build
+    from devtools.samples.conversations import build
 
     return build(
         tmp_path_factory.mktemp("conversations-template"), sessions=6, turns_per_session=150
@@ -124,7 +124,7 @@ def conversations(conversations_template, tmp_path) -> SampleLayout:
 def agent_conversations_template(conversations_template, tmp_path_factory) -> SampleLayout:
     """The conversation home with its sessions made the Hermes plugin's own (``hermes_<session>``,
     so the plugin's prefetch finds them), built once per session."""
-    from mnemo_ops.samples.conversations import as_agent_sessions
+    from devtools.samples.conversations import as_agent_sessions
 
     target = tmp_path_factory.mktemp("agent-conversations") / "home"
     return as_agent_sessions(copy_sample(conversations_template, target))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_ops.database import versions
+from mnemo_ops.mnemosyne import versions
 
 ORIGINAL_ENVIRONMENT = dict(os.environ)  # imported by conftest before the session's isolation
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mnemo_ops.samples.sample_database import SampleLayout
+from mnemo_ops.mnemosyne.sample_home import SampleLayout
 
 
 def _hash(path: Path) -> str:

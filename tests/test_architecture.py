@@ -1,8 +1,9 @@
-"""The layering of ``mnemo_ops`` (docs/architecture.md, "Layers"): imports only run downward.
+"""The house of ``mnemo_ops`` (docs/architecture.md): rooms on floors, imports only run downward.
 
 Every import of every module is read from its source (those inside functions too), so a lazy import
-cannot hide an upward edge or a cycle. Inside the domain layer the packages have a declared order
-too (`DOMAIN_ORDER`): a domain package imports only the domain packages declared below it.
+cannot hide an upward edge or a cycle. A module imports its own room and the floors below it, never a
+room beside it on its own floor; the job rooms (``jobs/<job>/``) share a floor in a declared order
+(`JOB_ORDER`). Only the ``mnemosyne`` room imports Mnemosyne or its Hermes plugin.
 """
 
 from __future__ import annotations
@@ -17,51 +18,57 @@ FOUNDATION = ("mnemo_ops", "mnemo_ops.foundation")
 LIFECYCLE = (
     "mnemo_ops.core",
     "mnemo_ops.core.context",
+    "mnemo_ops.core.disk_reserve",
     "mnemo_ops.core.folders",
     "mnemo_ops.core.lock",
     "mnemo_ops.core.manifests",
+    "mnemo_ops.core.monitoring",
+    "mnemo_ops.core.monitoring.healthchecks",
+    "mnemo_ops.core.monitoring.prometheus",
+    "mnemo_ops.core.monitoring.syslog",
     "mnemo_ops.core.progress",
     "mnemo_ops.core.results",
     "mnemo_ops.core.runner",
     "mnemo_ops.core.state",
 )
 """The core is the job lifecycle only; a new core module must be added here on purpose."""
-LAYERS = (
+FLOORS = (
     ("foundation", FOUNDATION),
     ("settings", ("mnemo_ops.settings",)),
     ("memory database", ("mnemo_ops.database",)),
+    ("mnemosyne", ("mnemo_ops.mnemosyne",)),
     ("core", LIFECYCLE),
-    ("domain", None),  # every package not named in another layer
+    (
+        "services",
+        (
+            "mnemo_ops.checkpoints",
+            "mnemo_ops.evaluation",
+            "mnemo_ops.memory_blocks",
+            "mnemo_ops.models",
+            "mnemo_ops.scheduling",
+        ),
+    ),
+    ("guard", ("mnemo_ops.guard",)),
     ("jobs", ("mnemo_ops.jobs",)),
-    ("command line", ("mnemo_ops.commands", "mnemo_ops.cli", "mnemo_ops.__main__")),
+    ("command line", ("mnemo_ops.cli", "mnemo_ops.__main__")),
 )
+"""The floors from the bottom up (docs/architecture.md): a module imports only its own room and the
+floors below it. Every module sits in a declared room; a new room is placed here on purpose."""
 
-
-DOMAIN_ORDER = (
-    # Leaves: they import no other domain package.
-    "redaction",  # secrets kept out of text; under the model layer and the auth-file audit
-    "memory_blocks",  # Hermes' block files as Hermes reads and writes them
-    "disk",  # the free-space reserve; under checkpoints, which keep it free
-    "checkpoints",  # copies of the memory: refused below the disk reserve
-    "monitoring",  # the runner's monitors: a result goes out, nothing comes in
-    "samples",  # homes written through Mnemosyne's API, for the demo, tests and benchmarks
-    "canonical",
-    "linking",
-    "integrity",
-    "bridge",
-    "scheduling",  # the schedulers' files; under selfcare, whose report shows the schedule
-    "evaluation",  # recall engines and metrics; under the guard, which measures with them
-    "guard",
-    "models",  # the model layer: what it may send goes through redaction
-    "consolidation",  # evening-batch's step runner; under the steps that run in it
-    "topics",
-    "reflection",  # self-reflection asks the model layer; under selfcare's "learned this week"
-    "sleep",  # the sleep stages: consolidation's steps, evaluation's engines, the model layer
-    "selfcare",  # the audits and the report read most of the packages above
-    "block_migration",  # keeps a block's copy in selfcare's quarantine, verifies with the guard
+JOB_ORDER = (
+    # The jobs import none of each other, except where one job shows or keeps another's work.
+    "backup",
+    "bridge_drain",
+    "evening_batch",
+    "memory_maintain",
+    "monthly_maintenance",
+    "retrieval_eval",
+    "self_reflection",  # under nightly-selfcare, whose morning report shows what was learned
+    "nightly_selfcare",  # under memory-block-migrate, which keeps a block's copy in its quarantine
+    "memory_block_migrate",
 )
-"""The domain packages from lowest to highest, read off the import graph; a domain package imports
-only packages declared below it, and a new package is placed here on purpose."""
+"""The job rooms (``jobs/<job>/``) from lowest to highest: a job room imports only job rooms declared
+below it; the jobs' registry (``mnemo_ops.jobs``) is above them all and none of them imports it."""
 
 
 def module_name(path: Path, root: Path = PACKAGE) -> str:
@@ -100,40 +107,112 @@ def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     return graph
 
 
-def layer_of(module: str) -> int:
-    """The index in LAYERS of the layer holding `module` (the longest matching prefix wins)."""
-    best, best_length = None, -1
-    for index, (_, prefixes) in enumerate(LAYERS):
-        for prefix in prefixes or ():
-            exact_only = prefix == "mnemo_ops" or prefix in LIFECYCLE
+def room_of(module: str) -> str | None:
+    """The declared room holding `module` (a job's own room for ``mnemo_ops.jobs.<job>...``)."""
+    best = None
+    for _, prefixes in FLOORS:
+        for prefix in prefixes:
+            exact_only = prefix == "mnemo_ops" or (
+                prefix in LIFECYCLE and prefix != "mnemo_ops.core"
+            )
             matches = module == prefix or (not exact_only and module.startswith(prefix + "."))
-            if matches and len(prefix) > best_length:
-                best, best_length = index, len(prefix)
-    if best is None:
-        return next(index for index, (_, prefixes) in enumerate(LAYERS) if prefixes is None)
+            if matches and (best is None or len(prefix) > len(best)):
+                best = prefix
+    if best == "mnemo_ops.core" and module not in LIFECYCLE:
+        return None
+    best = {"mnemo_ops": "mnemo_ops.foundation", "mnemo_ops.__main__": "mnemo_ops.cli"}.get(
+        best, best
+    )
+    if best in LIFECYCLE:
+        return "mnemo_ops.core"
+    if best == "mnemo_ops.jobs" and module != best:
+        return ".".join(module.split(".")[:3])
     return best
 
 
+def floor_of(module: str) -> int | None:
+    """The index in FLOORS of the floor holding `module`'s room, None outside every room."""
+    room = room_of(module)
+    if room is None:
+        return None
+    if room.startswith("mnemo_ops.jobs."):
+        room = "mnemo_ops.jobs"
+    return next(index for index, (_, prefixes) in enumerate(FLOORS) if room in prefixes)
+
+
+def floor_name(module: str) -> str:
+    """The name of `module`'s floor, for messages."""
+    return FLOORS[floor_of(module)][0]
+
+
+def job_of(room: str) -> str | None:
+    """``evening_batch`` for the room ``mnemo_ops.jobs.evening_batch``, None for other rooms."""
+    parts = room.split(".")
+    return parts[2] if len(parts) == 3 and parts[1] == "jobs" else None
+
+
+def sideways(module: str, target: str) -> str | None:
+    """The problem with an import between two rooms on one floor, None when it is allowed.
+
+    Only the job rooms may import each other, downward in JOB_ORDER; the jobs' registry stands
+    above them all (it may import a job room, none of them imports it)."""
+    if floor_name(module) != "jobs":
+        return f"{module} imports {target} beside it on its floor"
+    source_job, target_job = job_of(room_of(module)), job_of(room_of(target))
+    if source_job is None:
+        return None
+    if target_job is None:
+        return f"{module} imports the jobs' registry {target}"
+    for job in (source_job, target_job):
+        if job not in JOB_ORDER:
+            return f"the job room {job} is not declared in JOB_ORDER"
+    if JOB_ORDER.index(target_job) > JOB_ORDER.index(source_job):
+        return f"{module} ({source_job}) imports {target} ({target_job}, declared above it)"
+    return None
+
+
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    """Edges from a lower layer to a higher one, plus the special rules, as readable lines."""
+    """Imports up a floor, beside the room on the same floor, or out of every room, as lines."""
     problems = []
     for module, targets in sorted(graph.items()):
+        if room_of(module) is None:
+            problems.append(f"{module} is in no declared room")
+            continue
         for target in sorted(targets):
-            if layer_of(target) > layer_of(module):
+            if room_of(target) is None:
+                continue  # reported as its own module
+            source_room, target_room = room_of(module), room_of(target)
+            if floor_of(target) > floor_of(module):
                 problems.append(
-                    f"{module} ({LAYERS[layer_of(module)][0]}) imports {target} "
-                    f"({LAYERS[layer_of(target)][0]})"
+                    f"{module} ({floor_name(module)}) imports {target} ({floor_name(target)})"
                 )
-            is_job_module = module.startswith("mnemo_ops.jobs.")
-            if is_job_module and target == "mnemo_ops.core.runner":
+            elif floor_of(target) == floor_of(module) and source_room != target_room:
+                problem = sideways(module, target)
+                if problem:
+                    problems.append(problem)
+            if module.startswith("mnemo_ops.jobs.") and target == "mnemo_ops.core.runner":
                 problems.append(
                     f"{module} imports the runner: a job uses its context, not the runner"
                 )
-    return problems
+    return sorted(set(problems))
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Room -> the other rooms it imports (the job rooms as their own rooms)."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        source = room_of(module)
+        if source is None:
+            continue
+        rooms.setdefault(source, set())
+        for target in targets:
+            if room_of(target) not in (None, source):
+                rooms[source].add(room_of(target))
+    return rooms
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Import cycles between modules, and between domain packages (each as its path of names)."""
+    """Import cycles between modules, and between rooms (each as its path of names)."""
     found = []
 
     def search(edges: dict[str, set[str]]) -> None:
@@ -156,53 +235,56 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
                 visit(node)
 
     search(graph)
-    domain = layer_of("mnemo_ops.anything")
-
-    def package(module: str) -> str:
-        return ".".join(module.split(".")[:2])
-
-    packages: dict[str, set[str]] = {}
-    for module, targets in graph.items():
-        if layer_of(module) != domain:
-            continue
-        for target in targets:
-            if layer_of(target) == domain and package(target) != package(module):
-                packages.setdefault(package(module), set()).add(package(target))
-    search(packages)
+    search(room_graph(graph))
     return found
 
 
-def domain_package(module: str) -> str | None:
-    """The domain package holding `module` (``sleep`` for ``mnemo_ops.sleep.nrem``), None outside it."""
-    if layer_of(module) != layer_of("mnemo_ops.anything"):
-        return None
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else None
+def house_map(graph: dict[str, set[str]]) -> dict[str, int]:
+    """The house in three figures: rooms (the package's top-level rooms, the jobs as one), floors
+    (the longest chain of rooms importing one another) and arrows (room-to-room imports)."""
+    top: dict[str, set[str]] = {}
+    for source, targets in room_graph(graph).items():
+        if source == "mnemo_ops.__main__":
+            source = "mnemo_ops.cli"
+        source = ".".join(source.split(".")[:2])
+        top.setdefault(source, set())
+        for target in targets:
+            target = ".".join(target.split(".")[:2])
+            if target != source and target != "mnemo_ops.__main__":
+                top[source].add(target)
+    depth: dict[str, int] = {}
+
+    def height(room: str) -> int:
+        if room not in depth:
+            depth[room] = 0  # a cycle (which test_there_are_no_import_cycles reports) ends here
+            depth[room] = 1 + max((height(target) for target in top.get(room, ())), default=0)
+        return depth[room]
+
+    return {
+        "rooms": len(top),
+        "floors": max(height(room) for room in top),
+        "arrows": sum(len(targets) for targets in top.values()),
+    }
 
 
-def against_domain_order(graph: dict[str, set[str]]) -> list[str]:
-    """Imports from one domain package to another not declared below it, as readable lines."""
-    problems = []
-    for module, targets in sorted(graph.items()):
-        source = domain_package(module)
-        if source is None:
+def mnemosyne_imports(root: Path = PACKAGE) -> list[str]:
+    """Modules outside the ``mnemosyne`` room that import Mnemosyne or its Hermes plugin."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        name = module_name(path, root)
+        if name == "mnemo_ops.mnemosyne" or name.startswith("mnemo_ops.mnemosyne."):
             continue
-        if source not in DOMAIN_ORDER:
-            problems.append(f"{module}: the package {source} is not declared in DOMAIN_ORDER")
-            continue
-        for target in sorted(targets):
-            destination = domain_package(target)
-            if destination is None or destination == source:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                imported = [node.module or ""]
+            else:
                 continue
-            if destination not in DOMAIN_ORDER:
-                problems.append(
-                    f"{target}: the package {destination} is not declared in DOMAIN_ORDER"
-                )
-            elif DOMAIN_ORDER.index(destination) > DOMAIN_ORDER.index(source):
-                problems.append(
-                    f"{module} ({source}) imports {target} ({destination}, declared above it)"
-                )
-    return sorted(set(problems))
+            for target in imported:
+                if target.split(".")[0] in ("mnemosyne", "mnemosyne_hermes"):
+                    found.append(f"{name}:{node.lineno} imports {target}")
+    return found
 
 
 def test_imports_run_only_downward():
@@ -218,16 +300,51 @@ def test_core_holds_the_job_lifecycle_only():
     assert core <= set(LIFECYCLE)
 
 
-def test_the_check_catches_an_upward_import_and_a_cycle():
+def test_the_house_keeps_its_shape():
+    """About a dozen rooms on at most nine floors with few arrows (docs/architecture.md)."""
+    shape = house_map(import_graph())
+    assert shape["rooms"] <= 14
+    assert shape["floors"] <= 9
+    assert shape["arrows"] < 60
+
+
+def test_the_check_catches_an_upward_import_a_sideways_one_and_a_cycle():
     graph = import_graph()
-    graph["mnemo_ops.core.state"] = graph["mnemo_ops.core.state"] | {"mnemo_ops.jobs.backup"}
-    graph["mnemo_ops.jobs.backup"] = graph["mnemo_ops.jobs.backup"] | {"mnemo_ops.core.runner"}
-    graph["mnemo_ops.topics.store"] = graph["mnemo_ops.topics.store"] | {"mnemo_ops.bridge.spool"}
-    graph["mnemo_ops.bridge.spool"] = graph["mnemo_ops.bridge.spool"] | {"mnemo_ops.topics.changes"}
+    graph["mnemo_ops.core.state"] |= {"mnemo_ops.jobs.backup.job"}
+    graph["mnemo_ops.jobs.backup.job"] |= {"mnemo_ops.core.runner", "mnemo_ops.jobs"}
+    graph["mnemo_ops.models.layer"] |= {"mnemo_ops.scheduling.crontab"}
+    graph["mnemo_ops.jobs.self_reflection.run"] |= {"mnemo_ops.jobs.nightly_selfcare.report"}
+    graph["mnemo_ops.jobs.evening_batch.topics.store"] |= {"mnemo_ops.jobs.bridge_drain.spool"}
+    graph["mnemo_ops.jobs.bridge_drain.spool"] |= {"mnemo_ops.jobs.evening_batch.topics.changes"}
+    graph["mnemo_ops.newcomer"] = {"mnemo_ops.core.results"}
     problems = upward_imports(graph)
-    assert "mnemo_ops.core.state (core) imports mnemo_ops.jobs.backup (jobs)" in problems
-    assert any("mnemo_ops.jobs.backup imports the runner" in line for line in problems)
-    assert any(cycle[0] in ("mnemo_ops.topics", "mnemo_ops.bridge") for cycle in cycles(graph))
+    assert "mnemo_ops.core.state (core) imports mnemo_ops.jobs.backup.job (jobs)" in problems
+    assert any("mnemo_ops.jobs.backup.job imports the runner" in line for line in problems)
+    assert "mnemo_ops.jobs.backup.job imports the jobs' registry mnemo_ops.jobs" in problems
+    assert (
+        "mnemo_ops.models.layer imports mnemo_ops.scheduling.crontab beside it on its floor"
+        in problems
+    )
+    assert (
+        "mnemo_ops.jobs.self_reflection.run (self_reflection) imports "
+        "mnemo_ops.jobs.nightly_selfcare.report (nightly_selfcare, declared above it)" in problems
+    )
+    assert "mnemo_ops.newcomer is in no declared room" in problems
+    assert any(
+        cycle[0] in ("mnemo_ops.jobs.evening_batch", "mnemo_ops.jobs.bridge_drain")
+        for cycle in cycles(graph)
+    )
+
+
+def test_the_shape_check_counts_a_new_arrow_and_floor():
+    graph = import_graph()
+    before = house_map(graph)
+    graph["mnemo_ops.scheduling.crontab"] = graph["mnemo_ops.scheduling.crontab"] | {
+        "mnemo_ops.guard.verdict"
+    }
+    after = house_map(graph)
+    assert after["arrows"] == before["arrows"] + 1
+    assert after["floors"] > before["floors"]
 
 
 def test_a_real_upward_import_in_a_file_fails(tmp_path):
@@ -236,13 +353,33 @@ def test_a_real_upward_import_in_a_file_fails(tmp_path):
     (copy / "core").mkdir(parents=True)
     (copy / "__init__.py").write_text("")
     (copy / "core" / "__init__.py").write_text("")
-    (copy / "core" / "state.py").write_text("def f():\n    from mnemo_ops.commands import run\n")
-    (copy / "commands").mkdir()
-    (copy / "commands" / "__init__.py").write_text("")
-    (copy / "commands" / "run.py").write_text("")
+    (copy / "core" / "state.py").write_text("def f():\n    from mnemo_ops.cli import run\n")
+    (copy / "cli").mkdir()
+    (copy / "cli" / "__init__.py").write_text("")
+    (copy / "cli" / "run.py").write_text("")
     graph = import_graph(copy)
     assert upward_imports(graph) == [
-        "mnemo_ops.core.state (core) imports mnemo_ops.commands.run (command line)"
+        "mnemo_ops.core.state (core) imports mnemo_ops.cli.run (command line)"
+    ]
+
+
+def test_a_job_room_importing_one_declared_above_it_in_a_file_fails(tmp_path):
+    """Read from source files too: a lazy import of a higher job room, inside a function, is seen."""
+    copy = tmp_path / "mnemo_ops"
+    for job in ("self_reflection", "nightly_selfcare"):
+        (copy / "jobs" / job).mkdir(parents=True)
+        (copy / "jobs" / job / "__init__.py").write_text("")
+    (copy / "__init__.py").write_text("")
+    (copy / "jobs" / "__init__.py").write_text("")
+    (copy / "jobs" / "nightly_selfcare" / "report.py").write_text(
+        "from mnemo_ops.jobs.self_reflection import learned\n"
+    )
+    (copy / "jobs" / "self_reflection" / "learned.py").write_text(
+        "def week():\n    from mnemo_ops.jobs.nightly_selfcare import report\n"
+    )
+    assert upward_imports(import_graph(copy)) == [
+        "mnemo_ops.jobs.self_reflection.learned (self_reflection) imports "
+        "mnemo_ops.jobs.nightly_selfcare.report (nightly_selfcare, declared above it)"
     ]
 
 
@@ -295,50 +432,4 @@ def test_the_option_check_catches_a_read_by_string(tmp_path):
     assert option_reads_by_string(copy) == [
         "mnemo_ops/jobs/backup.py:2: options[...] by name",
         "mnemo_ops/jobs/backup.py:3: .option(...) by name",
-    ]
-
-
-def test_domain_packages_import_only_packages_declared_below_them():
-    assert against_domain_order(import_graph()) == []
-
-
-def test_every_domain_package_is_declared_once():
-    packages = {domain_package(name) for name in import_graph()} - {None}
-    assert sorted(packages) == sorted(DOMAIN_ORDER)
-    assert len(set(DOMAIN_ORDER)) == len(DOMAIN_ORDER)
-
-
-def test_the_order_check_catches_an_import_against_it_and_an_undeclared_package():
-    graph = import_graph()
-    graph["mnemo_ops.redaction.patterns"] = graph["mnemo_ops.redaction.patterns"] | {
-        "mnemo_ops.models.layer"
-    }
-    graph["mnemo_ops.newcomer.thing"] = {"mnemo_ops.disk.reserve"}
-    problems = against_domain_order(graph)
-    assert problems == [
-        "mnemo_ops.newcomer.thing: the package newcomer is not declared in DOMAIN_ORDER",
-        "mnemo_ops.redaction.patterns (redaction) imports mnemo_ops.models.layer "
-        "(models, declared above it)",
-    ]
-    # An import down the order is allowed, as is one inside a package.
-    graph = import_graph()
-    graph["mnemo_ops.block_migration.plan"] |= {"mnemo_ops.redaction.patterns"}
-    graph["mnemo_ops.sleep.nrem"] |= {"mnemo_ops.sleep.rem"}
-    assert against_domain_order(graph) == []
-
-
-def test_an_import_against_the_domain_order_in_a_file_fails(tmp_path):
-    """Read from source files too: a lazy import of a higher package, inside a function, is seen."""
-    copy = tmp_path / "mnemo_ops"
-    for package in ("disk", "checkpoints"):
-        (copy / package).mkdir(parents=True)
-        (copy / package / "__init__.py").write_text("")
-    (copy / "__init__.py").write_text("")
-    (copy / "checkpoints" / "create.py").write_text("from mnemo_ops.disk import reserve\n")
-    (copy / "disk" / "reserve.py").write_text(
-        "def check():\n    from mnemo_ops.checkpoints import create\n"
-    )
-    assert against_domain_order(import_graph(copy)) == [
-        "mnemo_ops.disk.reserve (disk) imports mnemo_ops.checkpoints.create "
-        "(checkpoints, declared above it)"
     ]

@@ -2,5 +2,5 @@
 
 A checkpoint is a folder ``<state_dir>/backups/<name>/`` holding ``mnemosyne.db``, ``state.db``,
 ``memory_blocks/`` and ``manifest.json`` (docs/architecture.md, "Checkpoints"). The backup job
-(``mnemo_ops.jobs.backup``) and the ``backup`` commands are thin layers over these modules.
+(``mnemo_ops.jobs.backup.job``) and the ``backup`` commands are thin layers over these modules.
 """

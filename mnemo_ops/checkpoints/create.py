@@ -23,9 +23,8 @@ import apsw
 from mnemo_ops import database
 from mnemo_ops.checkpoints import catalog, chunk_store, retention, sqlite_copy
 from mnemo_ops.checkpoints.files import copy_private_file, fsync_tree, remove_tree
+from mnemo_ops.core import disk_reserve as reserve
 from mnemo_ops.core.progress import ProgressReporter
-from mnemo_ops.database.mnemosyne_api import mnemosyne_version
-from mnemo_ops.disk import reserve
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.private_files import (
@@ -35,6 +34,7 @@ from mnemo_ops.foundation.private_files import (
     write_new_private,
 )
 from mnemo_ops.foundation.writable import describe_os_error
+from mnemo_ops.mnemosyne.api import mnemosyne_version
 from mnemo_ops.settings import Settings
 
 MANIFEST_FORMAT = 1

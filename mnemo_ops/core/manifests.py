@@ -16,9 +16,9 @@ from croniter import croniter
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
-from mnemo_ops.database.versions import USAGES as MNEMOSYNE_USAGES
 from mnemo_ops.foundation.errors import ConfigError, UsageError
 from mnemo_ops.foundation.resources import resource_dir
+from mnemo_ops.mnemosyne.versions import USAGES as MNEMOSYNE_USAGES
 from mnemo_ops.settings import JOB_NAMES, JOB_SECTIONS, Settings
 from mnemo_ops.settings.messages import validation_message
 from mnemo_ops.settings.types import CronExpression, PositiveInt
@@ -59,8 +59,8 @@ class JobManifest:
 
     @property
     def module(self) -> str:
-        """The module that implements the job (``memory-maintain`` -> ``mnemo_ops.jobs.memory_maintain``)."""
-        return f"mnemo_ops.jobs.{self.name.replace('-', '_')}"
+        """The module that implements the job (``memory-maintain`` -> ``mnemo_ops.jobs.memory_maintain.job``)."""
+        return f"mnemo_ops.jobs.{self.name.replace('-', '_')}.job"
 
     @property
     def implemented(self) -> bool:

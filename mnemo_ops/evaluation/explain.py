@@ -30,11 +30,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.database import versions
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine, resolve_profile
 from mnemo_ops.evaluation.evaluate import suite_queries
 from mnemo_ops.evaluation.suite import Case, Suite
 from mnemo_ops.foundation.errors import DatabaseError, UsageError
+from mnemo_ops.mnemosyne import versions
 
 REASONS = {
     "injected": "injected",

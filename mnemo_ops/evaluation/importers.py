@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from mnemo_ops.core.progress import ProgressReporter
-from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
 from mnemo_ops.evaluation.suite import Case, write_jsonl
 from mnemo_ops.foundation.errors import UsageError
+from mnemo_ops.mnemosyne.api import mnemosyne_environment
 
 LOCOMO_CATEGORIES = {
     1: "multi-hop",

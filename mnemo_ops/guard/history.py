@@ -15,7 +15,7 @@ import apsw
 
 from mnemo_ops import __version__
 from mnemo_ops.core.state import StateTable
-from mnemo_ops.database.mnemosyne_api import mnemosyne_version
+from mnemo_ops.mnemosyne.api import mnemosyne_version
 
 TABLE = "guard_history"
 MEMORY_TABLES = ("working_memory", "episodic_memory")

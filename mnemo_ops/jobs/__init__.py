@@ -17,16 +17,16 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from mnemo_ops import monitoring
 from mnemo_ops.checkpoints import pre_write
-from mnemo_ops.core import runner
+from mnemo_ops.core import disk_reserve as reserve
+from mnemo_ops.core import monitoring, runner
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.manifests import load_manifests
 from mnemo_ops.core.results import JobResult, Severity
-from mnemo_ops.database import transactions, versions
-from mnemo_ops.disk import reserve
+from mnemo_ops.database import transactions
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.guard.recall_guard import RecallGuard
+from mnemo_ops.mnemosyne import versions
 from mnemo_ops.settings import JOB_NAMES, Settings
 
 HOOKS = runner.RunHooks(

@@ -7,5 +7,5 @@
   temp file in the same folder, fsync, rename), so a rewrite of ours never loses the agent's.
 - `entry_history`: first-seen dates and moves of entries, in state.db (the files keep no dates).
 
-The migration that moves entries into Mnemosyne lives in ``mnemo_ops.block_migration``.
+The migration that moves entries into Mnemosyne lives in ``mnemo_ops.jobs.memory_block_migrate``.
 """

@@ -11,7 +11,7 @@ What `ModelLayer.ask` guarantees, whatever the task:
   to a remote model (``models.remote``, true unless the config says the model runs on this machine)
   unless ``models.send_private_to_remote`` allows it; it is returned as withheld, for the fallback.
 - **Secrets.** Every text (instructions and evidence) is redacted with the patterns of
-  ``mnemo_ops.redaction`` (token shapes and the values stored in Hermes' auth files) first.
+  ``mnemo_ops.models.redaction`` (token shapes and the values stored in Hermes' auth files) first.
 - **Budget.** At most ``models.calls_per_night`` calls and ``models.seconds_per_night`` seconds per
   night (noon to noon, local time), all jobs together, counted in state.db (``model_usage``); each call
   is abandoned after ``models.timeout_seconds``.

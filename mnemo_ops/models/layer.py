@@ -13,7 +13,7 @@ from mnemo_ops.models.answers import MalformedAnswer, parse_json
 from mnemo_ops.models.backend import CallFailed, LlmBackend, ModelUnavailable
 from mnemo_ops.models.config import EXTRACTIVE
 from mnemo_ops.models.evidence import Evidence
-from mnemo_ops.redaction import Redactor, redactor_for
+from mnemo_ops.models.redaction import Redactor, redactor_for
 from mnemo_ops.settings import Settings
 from mnemo_ops.settings.sections import ModelOptions
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from devtools.samples.memory_rows import append_rows
 from mnemo_ops.evaluation import metrics
 from mnemo_ops.evaluation.engines import mnemosyne as engine_module
 from mnemo_ops.evaluation.engines.base import Query
@@ -29,7 +30,6 @@ from mnemo_ops.evaluation.explain import (
     session_of,
 )
 from mnemo_ops.evaluation.suite import load_suite
-from mnemo_ops.samples.memory_rows import append_rows
 from mnemo_ops.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mnemo_ops.database import versions
 from mnemo_ops.evaluation.comparison import CHANGES
+from mnemo_ops.mnemosyne import versions
 from tests.conftest import copy_sample, run_cli
 from tests.purity import assert_unchanged, sample_snapshot
 

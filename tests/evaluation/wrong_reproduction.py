@@ -7,8 +7,8 @@ query whose recall holds rows the prefetch filters out, the explanation must car
 
 from __future__ import annotations
 
-from mnemo_ops.evaluation.engines import mnemosyne_worker as worker
 from mnemo_ops.foundation.child_process import child_main
+from mnemo_ops.mnemosyne import worker
 
 
 def _passes_everything(self, *args):

@@ -1,6 +1,6 @@
 """Every test here is in the e2e tier: kill -9 at every point, live writers beside a job, locks held
 past their timeouts, full disks. The fast tier covers each of these paths once elsewhere (the job
-tests' kill and lock cases, tests/disk/); here they run over and over, as CI does once a change."""
+tests' kill and lock cases, tests/core/); here they run over and over, as CI does once a change."""
 
 from __future__ import annotations
 

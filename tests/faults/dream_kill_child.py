@@ -19,9 +19,9 @@ def main() -> None:
     """Run the night with the kill hook."""
     home, label, call, point = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     from mnemo_ops.database import transactions
-    from mnemo_ops.samples.sample_database import SampleLayout
-    from tests.sleep.conftest import settings_for
-    from tests.sleep.dreams import run_night
+    from mnemo_ops.mnemosyne.sample_home import SampleLayout
+    from tests.jobs.evening_batch.sleep.conftest import settings_for
+    from tests.jobs.evening_batch.sleep.dreams import run_night
 
     real_write_batch = transactions.write_batch
     calls = {"count": 0}

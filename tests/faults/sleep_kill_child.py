@@ -23,8 +23,8 @@ def main() -> None:
     from freezegun import freeze_time
 
     from mnemo_ops.database import transactions
-    from mnemo_ops.samples.sample_database import SampleLayout
-    from tests.sleep.conftest import run_sleep, settings_for
+    from mnemo_ops.mnemosyne.sample_home import SampleLayout
+    from tests.jobs.evening_batch.sleep.conftest import run_sleep, settings_for
 
     real_write_batch = transactions.write_batch
     calls = {"count": 0}

@@ -19,7 +19,7 @@ FILES = 20
 def _spool_files(sample) -> dict[str, list[str]]:
     """20 files of 100 items (half .jsonl, half .json arrays, some with their own keys) plus one bad
     item in two of them; returns {file name: [the keys we expect, in order]} via a parse."""
-    from mnemo_ops.bridge.items import parse_file
+    from mnemo_ops.jobs.bridge_drain.items import parse_file
 
     new = sample.state_dir / "queue" / "new"
     expected: dict[str, list[str]] = {}

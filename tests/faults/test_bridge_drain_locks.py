@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_ops.database import versions
+from mnemo_ops.mnemosyne import versions
 
 HELPER = Path(__file__).with_name("drain_under_lock.py")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import copy_sample
-from tests.sleep.conftest import query, settings_for
-from tests.sleep.dreams import run_night
-from tests.sleep.test_nrem_rem import dream_template
+from tests.jobs.evening_batch.sleep.conftest import query, settings_for
+from tests.jobs.evening_batch.sleep.dreams import run_night
+from tests.jobs.evening_batch.sleep.test_nrem_rem import dream_template
 
 __all__ = ["dream_template"]  # the fixture, used by name below
 ROOT = Path(__file__).resolve().parents[2]

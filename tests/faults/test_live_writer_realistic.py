@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
+from devtools.samples import reflection_week
 from mnemo_ops import database
-from mnemo_ops.samples import reflection_week
-from tests.block_migration.helpers import install_full_blocks
 from tests.conftest import run_cli
+from tests.jobs.memory_block_migrate.helpers import install_full_blocks
 from tests.models.plugin import model_plugin_environment
 
 pytestmark = pytest.mark.realistic

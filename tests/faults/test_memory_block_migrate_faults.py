@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.block_migration.helpers import (
+from tests.jobs.memory_block_migrate.helpers import (
     GUARD_OFF,
     LIMITS,
     block_entries,

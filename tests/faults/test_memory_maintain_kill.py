@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from mnemo_ops.samples.synthetic_memories import add_synthetic_memories
-from tests.jobs.test_memory_maintain import (
+from devtools.samples.synthetic_memories import add_synthetic_memories
+from tests.jobs.memory_maintain.test_job import (
     copy_sample,
     current_auto_facts,
     doctor_findings,

@@ -18,7 +18,7 @@ import time
 
 import apsw
 
-from mnemo_ops.database import versions
+from mnemo_ops.mnemosyne import versions
 
 CASCADES = versions.installed_line() == "3.15"
 """3.15 leaves the failed transaction open; 4.0 rolls it back (measured on 4.0.0b6)."""

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from mnemo_ops.selfcare import quarantine
-from tests.selfcare.helpers import age_file, settings_for
+from mnemo_ops.jobs.nightly_selfcare import quarantine
+from tests.jobs.nightly_selfcare.helpers import age_file, settings_for
 
 # Slow, and about mnemo-ops' own file handling rather than Mnemosyne's behaviour: CI runs it on one
 # Mnemosyne line only (the "slow" marker, pyproject.toml).

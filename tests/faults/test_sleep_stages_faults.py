@@ -16,11 +16,16 @@ import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.core import state
-from mnemo_ops.sleep import edges, store
+from mnemo_ops.jobs.evening_batch.sleep import edges, store
 from tests.conftest import copy_sample
-from tests.sleep.conftest import query, run_sleep, settings_for
-from tests.sleep.homes import build
-from tests.sleep.test_reinforcement import CANONICAL, CONTRADICTIONS, RESTATEMENTS, TRIPLES
+from tests.jobs.evening_batch.sleep.conftest import query, run_sleep, settings_for
+from tests.jobs.evening_batch.sleep.homes import build
+from tests.jobs.evening_batch.sleep.test_reinforcement import (
+    CANONICAL,
+    CONTRADICTIONS,
+    RESTATEMENTS,
+    TRIPLES,
+)
 
 EDGES_ON = "sleep:\n  confirmation_edges: true\n"
 """Every kind of write of the stages, the optional confirmation edges included, is killed here."""

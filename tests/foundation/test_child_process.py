@@ -252,8 +252,8 @@ def test_a_child_dies_with_its_parent(tmp_path):
 
 
 STANDALONE_CHILDREN = (
-    "mnemo_ops/evaluation/engines/mnemosyne_worker.py",
-    "mnemo_ops/database/version_probe.py",
+    "mnemo_ops/mnemosyne/worker.py",
+    "mnemo_ops/mnemosyne/version_probe.py",
 )
 """The package's children that run standalone, under an interpreter without mnemo-ops."""
 

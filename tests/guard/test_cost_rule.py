@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from devtools.samples import hermes_conversations
+from devtools.samples.realistic_memories import add_realistic_memories
 from mnemo_ops import database
 from mnemo_ops.evaluation.receives import Receives
 from mnemo_ops.guard import probes
 from mnemo_ops.guard.measure import Measurement
 from mnemo_ops.guard.verdict import decide
-from mnemo_ops.samples import hermes_conversations
-from mnemo_ops.samples.realistic_memories import add_realistic_memories
 from mnemo_ops.settings.sections import GuardOptions
 from tests.conftest import run_cli
 

@@ -98,7 +98,7 @@ def test_a_refresh_reads_only_new_rows_for_strata_and_gives_what_a_full_scan_giv
     arrive finds them from the new rows alone, and picks the probes a full scan would pick."""
     import shutil
 
-    from mnemo_ops.samples.realistic_memories import add_realistic_memories
+    from devtools.samples.realistic_memories import add_realistic_memories
 
     ledger_path = conversations.state_dir / "state.db"
     ledger = state.open_state(ledger_path)

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from mnemo_ops import database
-from mnemo_ops.consolidation import episodic
 from mnemo_ops.core import state
-from mnemo_ops.database import versions
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.guard import history, probes
 from mnemo_ops.guard.measure import Measurement, measure
+from mnemo_ops.jobs.evening_batch.consolidation import episodic
+from mnemo_ops.mnemosyne import versions
 from mnemo_ops.settings import load_settings
 from tests.conftest import run_cli
 from tests.purity import assert_unchanged, sample_snapshot

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from devtools.samples.realistic_memories import add_realistic_memories
 from mnemo_ops.core import state
 from mnemo_ops.guard import probes
 from mnemo_ops.guard.measure import Measurement, combine
 from mnemo_ops.guard.verdict import decide, settled_by_sample
-from mnemo_ops.samples.realistic_memories import add_realistic_memories
 from mnemo_ops.settings.sections import GuardOptions
 from tests.conftest import run_cli
 from tests.guard.test_recall_guard import BURIES_ITS_SOURCES, HARMFUL, run_job, write_config

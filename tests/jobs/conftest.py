@@ -1,4 +1,5 @@
-"""The job tests' homes: the recall guard is off in them unless a test is marked ``guard``.
+"""The job tests' homes (``tests/jobs/<job>/test_job.py``): the recall guard is off in them unless a
+test is marked ``guard``; the tests of a job's stages beside them keep the home as it is.
 
 Every writing job runs its change first on a copy and recalls the whole probe set before and after;
 that trial is the subject of tests/guard/ and of the job tests marked ``guard`` (each writing job
@@ -12,14 +13,15 @@ from __future__ import annotations
 
 import pytest
 
-from mnemo_ops.samples.sample_database import SampleLayout
+from mnemo_ops.mnemosyne.sample_home import SampleLayout
 
 GUARD_OFF_CONFIG = "guard:\n  enabled: false\n"
 
 
 def guard_switched(layout: SampleLayout, request: pytest.FixtureRequest) -> SampleLayout:
     """`layout` with the guard off in its default config file, unless the test is marked ``guard``."""
-    if request.node.get_closest_marker("guard") is None:
+    is_job_test = request.node.path.name == "test_job.py"
+    if is_job_test and request.node.get_closest_marker("guard") is None:
         config = layout.directory / "home" / ".config" / "mnemo-ops" / "config.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
         config.write_text(GUARD_OFF_CONFIG, encoding="utf-8")

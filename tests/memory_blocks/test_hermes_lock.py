@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_ops.block_migration.rewrite import remove_entries
 from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.jobs.memory_block_migrate.rewrite import remove_entries
 from mnemo_ops.memory_blocks.blocks import parse_entries, render_entries
 from mnemo_ops.memory_blocks.hermes_lock import (
     BlockLockTimeout,
@@ -115,8 +115,8 @@ def test_restore_replace_waits_for_the_agent_and_keeps_the_file_it_replaces(samp
     first, both under Hermes' lock, so an entry the agent writes at that moment is never lost."""
     from datetime import UTC, datetime
 
-    from mnemo_ops.selfcare import quarantine
-    from tests.selfcare.helpers import settings_for
+    from mnemo_ops.jobs.nightly_selfcare import quarantine
+    from tests.jobs.nightly_selfcare.helpers import settings_for
 
     settings = settings_for(sample)
     path = sample.memory_blocks_dir / "MEMORY.md"

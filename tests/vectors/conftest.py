@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from mnemo_ops.samples.sample_database import SampleLayout, build_sample, copy_home
+from mnemo_ops.mnemosyne.sample_home import SampleLayout, build_sample, copy_home
 from tests.vectors.embedding_server import EmbeddingServer
 from tests.vectors.environment import (
     embeddings_switched_on,
@@ -96,9 +96,9 @@ def vector_cli(vector_home, embedding_server):
 
 @pytest.fixture(scope="session")
 def vector_experiment_template(embedding_server, tmp_path_factory):
-    """The forgetting experiment's home (``tests/sleep``) written with embeddings on."""
-    from tests.sleep import homes
-    from tests.sleep.conftest import experiment_spec
+    """The forgetting experiment's home (``tests/jobs/evening_batch/sleep``) written with embeddings on."""
+    from tests.jobs.evening_batch.sleep import homes
+    from tests.jobs.evening_batch.sleep.conftest import experiment_spec
 
     layout = SampleLayout(tmp_path_factory.mktemp("vector-experiment") / "home")
     for folder in (layout.data_dir, layout.memory_blocks_dir, layout.state_dir):

@@ -15,8 +15,8 @@ import pytest
 
 from mnemo_ops.jobs import run_job
 from tests.conftest import run_cli
-from tests.sleep.conftest import settings_for
-from tests.sleep.test_forgetting import first_night
+from tests.jobs.evening_batch.sleep.conftest import settings_for
+from tests.jobs.evening_batch.sleep.test_forgetting import first_night
 from tests.vectors.inspection import open_with_vectors, read_state
 from tests.vectors.recall import recall_ids
 

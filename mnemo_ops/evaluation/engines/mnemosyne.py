@@ -31,16 +31,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.database import open_memory_db, versions
-from mnemo_ops.database.mnemosyne_api import mnemosyne_environment
+from mnemo_ops.database import open_memory_db
 from mnemo_ops.database.snapshot import fold_wal, snapshot_database
 from mnemo_ops.evaluation.engines.base import Query
 from mnemo_ops.evaluation.metrics import Retrieved
 from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
 from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
-from mnemo_ops.integrity.vectors import keeps_vectors
+from mnemo_ops.mnemosyne import versions
+from mnemo_ops.mnemosyne.api import mnemosyne_environment
+from mnemo_ops.mnemosyne.vectors import keeps_vectors
 
-WORKER_MODULE = "mnemo_ops.evaluation.engines.mnemosyne_worker"
+WORKER_MODULE = "mnemo_ops.mnemosyne.worker"
 
 RECALL_OPTION_NAMES = (
     "temporal_weight",
@@ -372,7 +373,7 @@ def run_worker(
     timeout_s: float | None = None,
     python: str | None = None,
 ) -> dict[str, Any]:
-    """Run ``mnemo_ops.evaluation.engines.mnemosyne_worker`` with `request`; return its result.
+    """Run ``mnemo_ops.mnemosyne.worker`` with `request`; return its result.
 
     Progress messages (a count of queries or turns done) go to `progress`. With `python`, that
     interpreter runs the worker standalone (see the module docstring). Raises ChildProcessFailed

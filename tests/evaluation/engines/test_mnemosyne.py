@@ -5,8 +5,8 @@ import os
 import pytest
 
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine, run_worker
-from mnemo_ops.evaluation.engines.mnemosyne_worker import break_ties
 from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
+from mnemo_ops.mnemosyne.worker import break_ties
 
 
 def test_only_adjacent_equal_scores_are_reordered_by_id():
@@ -27,7 +27,7 @@ def test_worker_failure_is_one_line(tmp_path):
         os.environ, MNEMOSYNE_DATA_DIR=str(tmp_path), HERMES_HOME=str(tmp_path / "hermes")
     )
     with pytest.raises(
-        MnemoOpsError, match="Mnemosyne worker: .*mnemosyne_worker failed: KeyError"
+        MnemoOpsError, match="Mnemosyne worker: .*mnemosyne.worker failed: KeyError"
     ):
         run_worker({"mode": "nope"}, environment)
 

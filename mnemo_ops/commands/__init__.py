@@ -1,1 +1,0 @@
-"""The command line: one module per command or group, each exposing ``register(app)``."""

@@ -1,1 +1,0 @@
-"""Disk space kept for the live agent: the free-space reserve every checkpoint and writing job keeps."""

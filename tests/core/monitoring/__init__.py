@@ -1,0 +1,1 @@
+"""Tests of `mnemo_ops.core.monitoring`: healthchecks pings, the Prometheus textfile, syslog."""

@@ -1,1 +1,0 @@
-"""Tests of `mnemo_ops.monitoring`: healthchecks pings, the Prometheus textfile, syslog."""
