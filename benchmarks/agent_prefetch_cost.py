@@ -6,7 +6,7 @@ Run by hand (not part of the test suite), with the Hermes plugin installed (Mnem
     python benchmarks/agent_prefetch_cost.py --benchmark-size --facts 500
 
 On a Hermes conversation home written through the plugin's own ``sync_turn``
-(``samples/hermes_conversations``), the agent also calls the plugin's ``mnemosyne_remember`` tool for
+(``devtools/samples/hermes_conversations``), the agent also calls the plugin's ``mnemosyne_remember`` tool for
 facts the user states (source ``user``, veracity ``stated``, importance 0.8: the rows the canonical
 trigger promotes). Two copies: as it is, and after ``mnemo-ops run memory-maintain`` with the recall
 guard off (so its canonical promotions and edges land). Printed side by side: canonical facts and

@@ -6,7 +6,7 @@ Run by hand (not part of the test suite), with the Hermes plugin installed (Mnem
     python benchmarks/agent_receives_nights.py --age-days 10       # the same home, 10 days older
     python benchmarks/agent_receives_nights.py --small --nights 2  # a quick look
 
-The Hermes conversation home (``samples/hermes_conversations``, written through the plugin's own
+The Hermes conversation home (``devtools/samples/hermes_conversations``, written through the plugin's own
 ``sync_turn``) is copied once per arm: ``baseline`` (every sleep stage as configured, the importance
 stage off) and ``importance`` (the same with the importance stage on). Each arm runs
 ``evening-batch`` once a night for N nights (in this process, its clock set to 21:00 of each night in

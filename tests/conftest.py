@@ -106,7 +106,7 @@ def sample(sample_template, tmp_path) -> SampleLayout:
 @pytest.fixture(scope="session")
 def conversations_template(tmp_path_factory) -> SampleLayout:
     """An aged multi-session conversation home (900 turns in 6 sessions) with its eval suite,
-    written once per session through the real Mnemosyne API (``samples/conversations.py``)."""
+    written once per session through the real Mnemosyne API (``devtools/samples/conversations.py``)."""
     from devtools.samples.conversations import build
 
     return build(

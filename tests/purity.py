@@ -7,7 +7,7 @@ whole state dir (paths, modes, contents); the memory blocks folder; and the samp
 ``-shm`` file is SQLite's shared-memory index, which every reader updates, so it is skipped.
 
 The hashing runs in a child process: opening and closing the database file in the test process would
-drop the POSIX locks of any SQLite connection that process holds on it (docs/architecture.md, "The writer lock").
+drop the POSIX locks of any SQLite connection that process holds on it (docs/contracts.md, "The writer lock").
 """
 
 from __future__ import annotations

@@ -188,6 +188,7 @@ def test_the_documentation_files_are_there():
     names = {path.relative_to(REPO).as_posix() for path in documentation_files()}
     for page in (
         "docs/architecture.md",
+        "docs/contracts.md",
         "docs/mnemosyne.md",
         "docs/hermes.md",
         "docs/sleep-stages.md",
@@ -207,9 +208,12 @@ def test_every_relative_link_resolves(page):
     assert broken_links(page) == []
 
 
-def test_the_architecture_page_has_the_sections_the_code_cites():
+def test_the_architecture_and_contracts_pages_have_the_sections_the_code_cites():
     found = anchors((REPO / "docs" / "architecture.md").read_text(encoding="utf-8"))
-    for section in ("the-writer-lock", "results", "layers", "checkpoints-state_dirbackups"):
+    for section in ("rooms", "floors", "a-night-as-data-flows", "where-to-add-a-job"):
+        assert section in found, section
+    found = anchors((REPO / "docs" / "contracts.md").read_text(encoding="utf-8"))
+    for section in ("the-writer-lock", "results", "checkpoints-state_dirbackups"):
         assert section in found, section
 
 

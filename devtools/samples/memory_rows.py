@@ -3,7 +3,7 @@ through its API (benchmarks and scale tests).
 
 Rows go straight into ``working_memory`` and ``episodic_memory`` (Mnemosyne's own FTS triggers index
 them) through Python's sqlite3, the library Mnemosyne uses: run it where no apsw connection to the
-file is open (docs/architecture.md, one SQLite library per process per database).
+file is open (docs/contracts.md, one SQLite library per process per database).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Which checkpoints retention keeps is decided in ``checkpoints/retention.py`` from plain facts; this
 module gathers them (the folders, the ledger's runs) and removes the folders the plan names.
 
-Layout (docs/architecture.md, "Checkpoints")::
+Layout (docs/contracts.md, "Checkpoints")::
 
     <state_dir>/backups/<name>/            a verified checkpoint (0700)
     <state_dir>/backups/.tmp-<name>/       work in progress (readers ignore dot folders)

@@ -315,7 +315,7 @@ def _manifest(
     problems: list[str],
     database_info: dict[str, Any],
 ) -> dict[str, Any]:
-    """The manifest of docs/architecture.md ("Checkpoints"), plus what helps a person later."""
+    """The manifest of docs/contracts.md ("Checkpoints"), plus what helps a person later."""
     return {
         "format": MANIFEST_FORMAT,
         "layout": database_info["layout"],

@@ -2,7 +2,7 @@
 
 ``mnemo-ops --help`` and every command load this module, so it imports nothing heavy at the top:
 the settings (pydantic models), the result renderer and rich's tables are imported where they are
-used (``docs/architecture.md``, "A command line that starts fast").
+used (``docs/contracts.md``, "A command line that starts fast").
 """
 
 from __future__ import annotations

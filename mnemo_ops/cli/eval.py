@@ -4,7 +4,7 @@
 the result contract, the ledger row and monitoring); ``eval import`` builds a Mnemosyne database
 and a suite from a LoCoMo or LongMemEval file; ``eval compare`` sets two results side by side
 (the current Mnemosyne's baseline and an upgrade candidate's run); ``eval explain``
-(``commands/eval_explain``) says why each case's memory was or was not given to the agent.
+(``cli/eval_explain``) says why each case's memory was or was not given to the agent.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ never less than ``disk.reserve_floor_mb``. Below it:
 - a checkpoint is refused (``checkpoints.create.check_free_space``; a deduplicated one is also
   stopped while it writes its new pages, by the chunk store's own check);
 - a writing job does not start (`preflight`, one of the runner's preflight checks, exit 1);
-- the morning report warns before the reserve is reached (``selfcare/audits/database_health``).
+- the morning report warns before the reserve is reached (``jobs/nightly_selfcare/audits/database_health``).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ class JobManifest:
     guard: str | None = None
     # How the job uses Mnemosyne (optional key, default none): opens-database (the live database,
     # through Mnemosyne's API), opens-snapshot (only private copies), uses-code (Mnemosyne's code on
-    # our own connections). The runner's version check (database/versions.preflight) reads it.
+    # our own connections). The runner's version check (mnemosyne/versions.preflight) reads it.
     mnemosyne: str = "none"
     # A true/false option of the job that the recall guard may turn off for one run when the
     # change costs the agent's recall too much and nothing else is wrong (the rest is tried alone).

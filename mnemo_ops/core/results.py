@@ -1,4 +1,4 @@
-"""The result object every job returns, and its JSON form (docs/architecture.md, "Results")."""
+"""The result object every job returns, and its JSON form (docs/contracts.md, "Results")."""
 
 from __future__ import annotations
 
@@ -135,7 +135,7 @@ class JobResult:
         return exit_codes.OK
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the JSON contract (docs/architecture.md, "Results")."""
+        """Return the JSON contract (docs/contracts.md, "Results")."""
         return {
             "job": self.job,
             "status": str(self.status),

@@ -14,7 +14,7 @@ Why it matters so much: Mnemosyne's ``remember`` runs its dedup SELECT and then 
 Python's sqlite3, which opens a deferred transaction before the INSERT. When the INSERT times out,
 Mnemosyne never rolls that transaction back; its next dedup SELECT then takes a read snapshot inside
 it, and every later INSERT fails at once with "database is locked" (SQLITE_BUSY_SNAPSHOT) as soon as
-any other connection has committed (docs/architecture.md, "Why the agent's writes fail at once").
+any other connection has committed (docs/contracts.md, "Why the agent's writes fail at once").
 One transaction of ours longer than 5 s costs the agent every write until it restarts.
 
 Every transaction run here is recorded in the current `TransactionMeter` (set per job run with

@@ -1,4 +1,4 @@
-"""Eval history in state.db (table ``eval_history``, docs/architecture.md): one row per eval run.
+"""Eval history in state.db (table ``eval_history``, docs/contracts.md): one row per eval run.
 
 The report reads it to show the trend and the week's largest category of misses (``misses_json``:
 per category, the cases and those missed; why they were missed is ``mnemo-ops eval explain``'s to

@@ -2,7 +2,7 @@
 
 Why children at all: importing Mnemosyne has side effects that follow the environment (it
 initialises a database at its default path and seeds a ``config.yaml``), and one process must not
-open one database with two SQLite libraries (apsw's and Python's ``sqlite3``, docs/architecture.md).
+open one database with two SQLite libraries (apsw's and Python's ``sqlite3``, docs/contracts.md).
 So work through Mnemosyne's API, and a checkpoint taken inside a job holding Mnemosyne connections,
 run in a child process. Every such launch goes through this module, both sides.
 

@@ -1,4 +1,4 @@
-"""Process exit codes, documented in the README ("Exit codes") and docs/architecture.md."""
+"""Process exit codes, documented in the README ("Exit codes") and docs/contracts.md."""
 
 OK = 0
 """The command or job succeeded (warnings allowed)."""

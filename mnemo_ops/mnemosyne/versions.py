@@ -3,7 +3,7 @@
 A database remembers which Mnemosyne wrote it only through what that Mnemosyne left in it: tables,
 columns and indexes that older lines never create, and (4.0) a format bit in ``PRAGMA user_version``.
 Mnemosyne records no version number of its own in the file (3.15.1 and 4.0.0b6 read from source).
-``LINES`` lists those markers per line; docs/architecture.md ("Mnemosyne versions") keeps the facts
+``LINES`` lists those markers per line; docs/contracts.md ("Mnemosyne versions") keeps the facts
 behind them and what else differs between the lines.
 
 Why an older Mnemosyne must never open a newer database: its schema initialisation runs on every

@@ -23,7 +23,7 @@ def corrupt_an_index(db_path: Path, index: str = "idx_timestamp") -> None:
 
 
 def write_checkpoint(backups: Path, name: str, created_at: str, ok: bool) -> None:
-    """A checkpoint folder as the backup job lays it out (docs/architecture.md), made by hand."""
+    """A checkpoint folder as the backup job lays it out (docs/contracts.md), made by hand."""
     folder = backups / name
     folder.mkdir(parents=True, mode=0o700)
     manifest = {

@@ -1,4 +1,4 @@
-"""Why no write transaction of ours may reach the agent's busy timeout (docs/architecture.md).
+"""Why no write transaction of ours may reach the agent's busy timeout (docs/contracts.md).
 
 Mnemosyne 3.15's ``remember`` runs a dedup SELECT, then an INSERT for which Python's sqlite3 opens
 a deferred transaction. When another connection holds the write lock past the 5 s busy timeout,

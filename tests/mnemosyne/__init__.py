@@ -1,0 +1,1 @@
+"""Tests of `mnemo_ops.mnemosyne`, the one door to Mnemosyne."""

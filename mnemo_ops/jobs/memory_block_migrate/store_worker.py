@@ -7,7 +7,7 @@ included), so an orphan never races the next run on the same keys.
 
 Why a child process: Mnemosyne opens the database with Python's sqlite3 while the job's own
 connections are apsw (another SQLite library); two libraries with one database open in one process
-drop each other's POSIX locks (docs/architecture.md). This process touches the database through
+drop each other's POSIX locks (docs/contracts.md). This process touches the database through
 Python's sqlite3 only.
 
 Exactly once: before each remember the entry's key is looked up; remember commits the row and its

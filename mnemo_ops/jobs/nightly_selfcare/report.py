@@ -1,6 +1,6 @@
 """The morning report: what ran, what is overdue, what needs a human (with the command that fixes it),
 backups, the eval trend and the week's largest category of eval misses, and memory growth, built
-here as one `Report` object (``selfcare/report_render`` renders it as text, markdown or JSON and
+here as one `Report` object (``jobs/nightly_selfcare/report_render`` renders it as text, markdown or JSON and
 writes the day's file).
 
 Open warnings are those of the latest completed run of each job in the ledger (``runs.result_json``).

@@ -1,7 +1,7 @@
 """The morning report rendered: plain text (a terminal or a chat message), markdown (the day's file
 ``<state_dir>/reports/YYYY-MM-DD.md``) or JSON (`Report.to_dict`).
 
-`selfcare/report` builds the `Report`; this module only lays it out, and `write_report_file` is the
+`jobs/nightly_selfcare/report` builds the `Report`; this module only lays it out, and `write_report_file` is the
 one write (atomic, 0600 in a 0700 folder).
 """
 

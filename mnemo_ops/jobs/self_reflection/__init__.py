@@ -15,5 +15,9 @@ The flow of a run (``run.run_reflection``):
 
 A lesson is stored as the assistant's own note: source ``reflection``, veracity ``inferred``,
 trust tier ``DERIVED``, scope ``global``, never promoted as user-stated (the canonical promotion
-trigger takes only ``user``/``fact`` rows with veracity ``stated``).
+trigger takes only ``user``/``fact`` rows with veracity ``stated``). `learned` gives the morning
+report what was learned this week; `job` is the job's ``run(ctx)``.
+
+Options: the ``self_reflection`` and ``models`` sections. Manifest: ``jobs/self-reflection.yaml``.
+Docs: docs/jobs/self-reflection.md.
 """

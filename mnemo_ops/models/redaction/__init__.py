@@ -1,6 +1,6 @@
 """Secrets kept out of text: the patterns the auth-file audit knows, and redaction with them.
 
-Shared by the nightly auth-file audit (``selfcare/audits/auth_files``), which reads Hermes' auth files
+Shared by the nightly auth-file audit (``jobs/nightly_selfcare/audits/auth_files``), which reads Hermes' auth files
 without ever showing a value, and by the model layer (``models/``), which must never send a secret to a
 model. Nothing here imports a domain package, so both can use it without an import cycle.
 

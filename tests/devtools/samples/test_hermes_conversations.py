@@ -1,4 +1,4 @@
-"""The Hermes conversation homes (``samples/hermes_conversations``), built by the real Mnemosyne of
+"""The Hermes conversation homes (``devtools/samples/hermes_conversations``), built by the real Mnemosyne of
 this venv and, where it is installed (the 4.0 venv), the real ``mnemosyne-hermes`` plugin.
 
 Two homes are built once for the module: the default small one and the same one aged 10 days.

@@ -1,0 +1,1 @@
+"""Tests of the backup job (`test_job.py`) and its stages."""

@@ -1,0 +1,1 @@
+"""Tests of the evening-batch job and its stages."""

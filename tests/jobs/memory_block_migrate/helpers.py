@@ -1,7 +1,7 @@
 """Shared helpers for the memory-block-migrate tests: full blocks on a real home, and what is where.
 
 The database is read with Python's sqlite3 only, and only while no apsw connection of this process
-is open (docs/architecture.md: one SQLite library per process per database); the job itself always
+is open (docs/contracts.md: one SQLite library per process per database); the job itself always
 runs as a real CLI subprocess.
 """
 

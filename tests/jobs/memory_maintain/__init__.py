@@ -1,0 +1,1 @@
+"""Tests of the memory-maintain job (`test_job.py`) and its stages."""

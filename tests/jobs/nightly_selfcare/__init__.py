@@ -1,0 +1,1 @@
+"""Tests of the nightly-selfcare job (`test_job.py`) and its stages."""

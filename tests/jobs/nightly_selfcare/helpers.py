@@ -1,7 +1,7 @@
 """Helpers for the nightly-selfcare, quarantine and report tests: ledger rows, checkpoints, a config.
 
 Ledger rows go through the real `state.record_run` into a real state.db; checkpoints are folders with
-the manifest.json layout of docs/architecture.md ("Checkpoints"), as the backup job writes them.
+the manifest.json layout of docs/contracts.md ("Checkpoints"), as the backup job writes them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Tests of the retrieval-eval job (`test_job.py`) and its stages."""

@@ -1,0 +1,1 @@
+"""Tests of the self-reflection job (`test_job.py`) and its stages."""

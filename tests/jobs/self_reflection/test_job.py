@@ -1,4 +1,4 @@
-"""self-reflection on a week of sessions written by Mnemosyne (``samples/reflection_week.py``).
+"""self-reflection on a week of sessions written by Mnemosyne (``devtools/samples/reflection_week.py``).
 
 The CLI runs as a real subprocess; Mnemosyne writes in the job's own child process; the model path
 goes through the real llm library with the test models of ``tests/models/llm_test_plugin.py``,

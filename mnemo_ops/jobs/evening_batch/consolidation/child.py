@@ -42,7 +42,7 @@ def consolidate(request: dict[str, Any]) -> dict[str, Any]:
 
     db_path = Path(request["db_path"])
     # Is Mnemosyne's schema on this database current? Read with Python's sqlite3, the library
-    # Mnemosyne uses in this process (docs/architecture.md: one SQLite library per process).
+    # Mnemosyne uses in this process (docs/contracts.md: one SQLite library per process).
     probe = sqlite3.connect(f"{db_path.absolute().as_uri()}?mode=ro", uri=True)
     try:
         gaps = mnemosyne_api.live_schema_gaps(probe)

@@ -1,0 +1,1 @@
+"""Tests of `mnemo_ops.cli`: the commands as a user runs them."""
