@@ -11,8 +11,9 @@ GROUP = RecordsGroup(
     name="forgotten",
     help="Memories the sleep stages archived (forgetting) or closed (a proven contradiction), "
     "and restoring them.\n\nExample: mnemo-ops forgotten list",
-    list_help="Archived and superseded memories: id, night, why, prominence and utility, whether "
-    "our stamp is still there, and the start of the text.",
+    list_help="Archived and superseded memories: id, night, why (and by which rule: chatter, or a "
+    "duplicate whose facts a current row holds), prominence and utility, whether our stamp is "
+    "still there, and the start of the text.",
     list_example="mnemo-ops --json forgotten list --night 2026-05-04",
     restore_help="Clear the sleep stages' stamp (valid_until, and superseded_by for a "
     "contradiction) of the named memories",
@@ -21,7 +22,8 @@ GROUP = RecordsGroup(
     json_key="forgotten",
     nothing="nothing archived",
     line=lambda entry: (
-        f"{entry['night']}  {entry['memory_id']}  {entry['reason']:<12} {entry['status']:<13} "
+        f"{entry['night']}  {entry['memory_id']}  {entry['reason']:<12} "
+        f"{entry.get('rule') or '-':<9} {entry['status']:<13} "
         f"prominence {entry['prominence'] or 0:.3f}  utility {entry['utility'] or 0:.3f}"
     ),
     noun=("memory", "memories"),

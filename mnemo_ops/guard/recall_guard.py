@@ -55,7 +55,7 @@ from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.private_files import ensure_private_dir
-from mnemo_ops.guard import history, probes
+from mnemo_ops.guard import history, losses, probes
 from mnemo_ops.guard.measure import combine, measure
 from mnemo_ops.guard.verdict import decide, settled_by_sample
 from mnemo_ops.settings import Settings
@@ -193,6 +193,13 @@ def _suite(settings: Settings):
         Path(configured).expanduser() if configured else settings.state_dir / "eval" / "suite.jsonl"
     )
     return load_suite(path) if path.is_file() else None
+
+
+def _evidence_ids(suite) -> set[str]:
+    """The memory ids the user's eval suite names as answers (none without a suite)."""
+    if suite is None:
+        return set()
+    return {memory_id for case in suite.cases for memory_id in case.relevant}
 
 
 def _live_ids(db_path: Path, memory_ids: list[str]) -> set[str]:
@@ -365,6 +372,11 @@ class RecallGuard:
                     trial.db_path,
                     clock,
                 )
+                with clock.phase("verdict"):
+                    lost = losses.lost_facts(before_db, trial.db_path, _evidence_ids(suite))
+                if lost:
+                    verdict.problems.append(losses.problem(lost))
+                    verdict.accepted = False
             except VectorsUnavailable as error:
                 # Not recorded in the guard's history: the change was never judged, and a
                 # fixed model must not meet "refused, nothing changed since" next time.
@@ -375,6 +387,7 @@ class RecallGuard:
         figures = verdict.to_stats()
         figures.update(
             {
+                "lost_facts": {"count": len(lost), "rows": lost[: losses.SHOWN]},
                 "profile": before.profile,
                 "cutoff": before.cutoff,
                 "probe_set": refreshed.to_stats(),

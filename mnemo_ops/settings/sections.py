@@ -156,6 +156,11 @@ class SleepOptions(Section):
     protect_eval_answers: bool = option(
         True, "never archive a memory the eval suite names as an answer"
     )
+    forget_keeps_facts: bool = option(
+        True,
+        "archive only chatter and rows whose facts a current row holds (docs/sleep-stages.md); "
+        "false: any old, unused row (the recall guard still counts a lost fact)",
+    )
     hebbian_rate: Fraction = option(0.1, "eta: gain of a co-active edge")
     downscale: Fraction = option(0.8, "alpha: our edges' weights times this nightly")
     edge_floor: Fraction = option(0.05, "no edge of ours falls below this weight")

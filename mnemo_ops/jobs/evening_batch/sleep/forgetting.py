@@ -8,6 +8,12 @@ A memory is archived tonight when all of these hold:
 - it is not exempt: not pinned, not an identity row, not holding a current canonical lineage
   (checked again inside the write), not restored by the user before, and, with
   ``protect_eval_answers``, not an answer of the user's eval suite;
+- it carries no fact only it holds (with ``forget_keeps_facts``, the default; ``facts``): it is
+  chatter (rule ``chatter``), or a current working memory holds every fact item and nearly every
+  content word of it (rule ``duplicate``, the survivor recorded). A candidate that is the only
+  place of its facts is kept, and recorded in ``sleep_fact_holders`` so later nights do not judge
+  it again. Only working memories count as survivors: a consolidation row recall does not return
+  keeps no fact for the agent.
 - fewer than ``max_archived_per_night`` (50) were archived tonight (lowest utility first).
 
 The archive record (the stamp, the value it replaces, prominence, utility, why) is written to
@@ -24,7 +30,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
-from mnemo_ops.database import transactions
+from mnemo_ops.database import facts, transactions
 from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.jobs.evening_batch.sleep import store
 from mnemo_ops.jobs.evening_batch.sleep.context import SleepRun
@@ -59,26 +65,31 @@ def _restored_keys(state_db) -> set[str]:
     }
 
 
-def candidates(run: SleepRun, state_db, limit: int) -> list[dict[str, Any]]:
+def candidates(run: SleepRun, state_db, limit: int | None = None) -> list[dict[str, Any]]:
     """Tonight's archive candidates in order (lowest utility, then oldest), at most `limit`."""
-    if limit <= 0:
+    if limit is not None and limit <= 0:
         return []
     cutoff = (run.night.reference - timedelta(days=run.options.archive_after_days)).isoformat()
     protected = _restored_keys(state_db)
     if run.options.protect_eval_answers:
         protected |= {store.key_of(store.WORKING, memory_id) for memory_id in run.eval_answers}
+    kept_out = (
+        f"AND memory_key NOT IN (SELECT memory_key FROM {store.FACT_HOLDERS})"
+        if run.options.forget_keeps_facts
+        else ""
+    )
     chosen: list[dict[str, Any]] = []
     for row in store.rows(
         state_db,
         f"SELECT memory_key, kind, prominence, utility, anchor, confirmations FROM {store.MEMORIES} "
         "WHERE live = 1 AND exempt IS NULL AND band = ? AND utility < ? AND anchor IS NOT NULL "
-        "AND anchor < ? AND first_night < ? ORDER BY utility, anchor, memory_key",
+        f"AND anchor < ? AND first_night < ? {kept_out} ORDER BY utility, anchor, memory_key",
         (ARCHIVE_BAND, run.options.archive_utility, cutoff, run.night.key),
     ):
         if row["memory_key"] in protected:
             continue
         chosen.append(row)
-        if len(chosen) >= limit:
+        if limit is not None and len(chosen) >= limit:
             break
     return chosen
 
@@ -99,8 +110,11 @@ def forget(run: SleepRun) -> dict[str, Any]:
     try:
         _apply_planned(run, state_db, connection, totals)  # what a killed run recorded and left
         remaining = run.options.max_archived_per_night - archived_tonight(state_db, run.night.key)
-        chosen = candidates(run, state_db, remaining)
-        totals["candidates"] = len(chosen)
+        chosen = _choose(run, state_db, connection, remaining, totals)
+        totals["by_rule"] = {
+            rule: sum(1 for row in chosen if row["rule"] == rule)
+            for rule in sorted({row["rule"] for row in chosen})
+        }
         if chosen:
             _plan(run, state_db, connection, chosen)
             _apply_planned(run, state_db, connection, totals)
@@ -110,6 +124,95 @@ def forget(run: SleepRun) -> dict[str, Any]:
         state_db.close()
     run.count("memories_archived", totals["archived"])
     return totals
+
+
+JUDGED_PER_PASS = 200
+"""Candidates whose text is read and judged at a time, until tonight's archive slots are filled."""
+
+
+def _choose(run: SleepRun, state_db, connection, remaining: int, totals: dict[str, Any]):
+    """Tonight's archivable candidates, at most `remaining`, each with its rule; the candidates
+    kept as the only place of a fact are recorded on the way (``kept_fact_holders``)."""
+    if remaining <= 0:
+        return []
+    if not run.options.forget_keeps_facts:
+        chosen = candidates(run, state_db, remaining)
+        totals["candidates"] = len(chosen)
+        return [{**row, "rule": "unused", "survivor": None} for row in chosen]
+    pool = candidates(run, state_db)
+    chosen: list[dict[str, Any]] = []
+    leaving: set[str] = set()
+    judged = kept = 0
+    for start in range(0, len(pool), JUDGED_PER_PASS):
+        if len(chosen) >= remaining:
+            break
+        batch = pool[start : start + JUDGED_PER_PASS]
+        judged += len(batch)
+        archivable, holders = sort_out(connection, batch, leaving)
+        _record_fact_holders(run, state_db, holders)
+        kept += len(holders)
+        chosen.extend(archivable)
+    totals["candidates"] = judged
+    totals["kept_fact_holders"] = kept
+    return chosen[:remaining]
+
+
+def sort_out(
+    connection: apsw.Connection, chosen: list[dict[str, Any]], leaving: set[str] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(archivable, kept): each candidate with its ``rule`` (``chatter`` or ``duplicate``, the
+    ``survivor`` id) or, when it is the only place of its facts, kept with its ``items``.
+
+    A survivor is a current working memory that is not archived tonight; two restatements never
+    archive each other (the first one judged goes, the other stays as its survivor)."""
+    contents = _contents(connection, [row["memory_key"] for row in chosen])
+    leaving = set() if leaving is None else leaving
+    archivable, kept = [], []
+    for row in chosen:
+        text = contents.get(row["memory_key"])
+        table, memory_id = store.split_key(row["memory_key"])
+        if text is None:
+            continue  # gone since the night's observation: nothing to archive
+        if facts.is_chatter(text):
+            archivable.append({**row, "rule": "chatter", "survivor": None})
+            leaving.add(memory_id)
+            continue
+        survivor = facts.find_survivor(connection, text, leaving | {memory_id})
+        if survivor is not None:
+            archivable.append({**row, "rule": "duplicate", "survivor": survivor})
+            leaving.add(memory_id)
+        else:
+            kept.append({**row, "items": sorted(facts.fact_items(text))})
+    return archivable, kept
+
+
+def _contents(connection: apsw.Connection, keys: list[str]) -> dict[str, str]:
+    """The text of each memory key that still exists."""
+    found: dict[str, str] = {}
+    by_table: dict[str, list[str]] = {}
+    for key in keys:
+        table, memory_id = store.split_key(key)
+        by_table.setdefault(table, []).append(memory_id)
+    for table, ids in by_table.items():
+        for chunk in store.chunks(ids):
+            for memory_id, content in connection.execute(
+                f"SELECT id, content FROM {table} WHERE id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ):
+                found[store.key_of(table, memory_id)] = content or ""
+    return found
+
+
+def _record_fact_holders(run: SleepRun, state_db, kept: list[dict[str, Any]]) -> None:
+    """Remember the candidates kept as the only place of a fact (not judged again)."""
+    if not kept:
+        return
+    run.before_write()
+    with state_db.conn:
+        state_db.conn.executemany(
+            f"INSERT OR IGNORE INTO {store.FACT_HOLDERS} (memory_key, night, items) VALUES (?, ?, ?)",
+            [(row["memory_key"], run.night.key, json.dumps(row["items"])) for row in kept],
+        )
 
 
 def _plan(run: SleepRun, state_db, connection, chosen: list[dict[str, Any]]) -> None:
@@ -151,6 +254,8 @@ def _plan(run: SleepRun, state_db, connection, chosen: list[dict[str, Any]]) -> 
                             "kind": row["kind"],
                             "timestamp": row["anchor"],
                             "confirmations": row["confirmations"],
+                            "rule": row["rule"],
+                            "survivor": row.get("survivor"),
                         },
                         sort_keys=True,
                     ),
@@ -260,6 +365,7 @@ def describe(connection: apsw.Connection, entries: list[dict[str, Any]]) -> list
                 "utility": entry["utility"],
                 "restored_at": entry.get("restored_at"),
                 "content": (row[0] if row else None),
+                "rule": json.loads(entry["detail"] or "{}").get("rule"),
                 "detail": json.loads(entry["detail"] or "{}"),
             }
         )

@@ -14,6 +14,8 @@
 - ``sleep_importance``: each importance the importance stage raised (the row, why, the night, the
   value before and after), recorded before the write, so ``mnemo-ops importance restore`` puts back
   exactly the value before; ``applied`` as in ``sleep_archive``.
+- ``sleep_fact_holders``: the archive candidates forgetting kept because they are the only place
+  a fact is held (the night it found so and the items), so later nights do not judge them again.
 - ``sleep_cursors``: where a stage that reads new rows once stopped (the working memory rowid).
 - ``sleep_edge_journal``: the weight each of our edges had and gets tonight, written before the edge
   is, so a run killed halfway never scales an edge twice.
@@ -38,6 +40,7 @@ NIGHTS = "sleep_nights"
 EDGE_JOURNAL = "sleep_edge_journal"
 IMPORTANCE = "sleep_importance"
 CURSORS = "sleep_cursors"
+FACT_HOLDERS = "sleep_fact_holders"
 
 FORGOTTEN = "forgotten"
 CONTRADICTED = "contradicted"
@@ -84,6 +87,8 @@ _DDL = (
         restore_note TEXT)""",
     f"CREATE INDEX IF NOT EXISTS {IMPORTANCE}_night ON {IMPORTANCE}(night, applied)",
     f"CREATE TABLE IF NOT EXISTS {CURSORS} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)",
+    f"""CREATE TABLE IF NOT EXISTS {FACT_HOLDERS} (
+        memory_key TEXT PRIMARY KEY, night TEXT NOT NULL, items TEXT)""",
 )
 
 

@@ -29,17 +29,25 @@ IMPORTANT = [
     "Dana prefers meetings before eleven in the morning, never after lunch",
 ]
 CHATTER = [
-    "nice weather today",
     "haha that is funny",
     "ok sounds good",
-    "let me think about it",
     "thanks a lot",
     "what a day",
     "see you later",
-    "that movie was fine I guess",
-    "coffee time again",
     "lol right",
+    "good morning!",
+    "oh nice",
+    "hmm okay",
+    "awesome, thank you 🙂",
 ]
+"""Content-free turns: greetings, acknowledgements, fillers (``database.facts.is_chatter`` holds
+for each pair of them), the noise forgetting exists for."""
+
+
+def chatter(number: int) -> str:
+    """The `number`-th distinct chatter turn: two phrases of `CHATTER` (100 distinct turns)."""
+    first, second = divmod(number, len(CHATTER))
+    return f"{CHATTER[first % len(CHATTER)]}, {CHATTER[second]}"
 
 
 def settings_for(layout, tmp_path: Path, config: str = ""):
@@ -124,7 +132,7 @@ def experiment_spec(seed: int = 3, noise: int = 50) -> dict:
         memories.append(
             {
                 "key": f"noise-{number}",
-                "content": f"{rng.choice(CHATTER)} number {number} {rng.choice(CHATTER)}",
+                "content": chatter(number),
                 "source": "conversation",
                 "importance": round(rng.uniform(0.05, 0.3), 2),
                 "session": f"s{1 + number % 3}",

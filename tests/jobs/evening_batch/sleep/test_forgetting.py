@@ -15,6 +15,7 @@ from mnemo_ops.jobs.evening_batch.sleep import store
 from tests.conftest import run_cli
 from tests.jobs.evening_batch.sleep.conftest import (
     EXPERIMENT_AGE_DAYS,
+    chatter,
     live_working_ids,
     query,
     row_counts,
@@ -104,7 +105,7 @@ def _old_chatter_home(tmp_path, extra=None, canonical=None):
     memories = [
         {
             "key": f"chatter-{number}",
-            "content": f"just chatting about nothing much, item {number}, ok then",
+            "content": chatter(number),
             "importance": 0.1,
             "days_ago": 120,
             "session": "old",
@@ -182,10 +183,18 @@ def test_pinned_identity_lineage_and_eval_answers_are_never_archived(tmp_path):
     assert exempt["w:" + ids["identity"]] == "identity"
     assert exempt["w:" + ids["lineage"]] == "lineage"
 
-    # Without the protection the eval answer is forgotten like any other trifle.
+    # Without the protection the eval answer is still kept: it is the only row that says where
+    # the key is. Without that rule too, it is forgotten like any other trifle.
     unprotected = settings_for(layout, tmp_path, "sleep:\n  protect_eval_answers: false\n")
     with freeze_time(datetime.now() + timedelta(days=2), tick=True):
         result = run_sleep(unprotected)
+        assert ids["answer"] in live_working_ids(layout.db_path)
+    assert result.changes["memories_archived"] == 0
+    unruled = settings_for(
+        layout, tmp_path, "sleep:\n  protect_eval_answers: false\n  forget_keeps_facts: false\n"
+    )
+    with freeze_time(datetime.now() + timedelta(days=3), tick=True):
+        result = run_sleep(unruled)
         assert ids["answer"] not in live_working_ids(layout.db_path)
     assert result.changes["memories_archived"] == 1
 
@@ -251,3 +260,86 @@ def test_a_suite_answer_the_night_would_archive_is_refused_by_the_guard(experime
     assert guard["suite"]["newly_failing"] == ["noise"]
     assert guard["trial"]["changes"]["memories_archived"] >= 45
     assert live_working_ids(layout.db_path) == live_before  # the live database was not touched
+
+
+def _fact_home(tmp_path):
+    """Old, unused rows as forgetting would judge them: chatter, the only row of a fact, and a
+    restatement whose facts a newer row holds word for word."""
+    extra = [
+        {
+            "key": "only-holder",
+            "content": "[USER] My aunt believed in volunteering, and used to help my family out "
+            "when we were struggling",
+            "importance": 0.05,
+            "days_ago": 120,
+            "session": "old",
+        },
+        {
+            "key": "restated-old",
+            "content": "[USER] We made pizza with Marisol on Friday",
+            "importance": 0.05,
+            "days_ago": 120,
+            "session": "old",
+        },
+        {
+            "key": "restated-new",
+            "content": "[USER] We made pizza with Marisol on Friday, it was great",
+            "importance": 0.9,
+            "days_ago": 2,
+            "session": "new",
+        },
+    ]
+    return _old_chatter_home(tmp_path, extra)
+
+
+def test_a_row_that_is_the_only_place_of_a_fact_is_kept_and_a_restatement_goes(tmp_path):
+    """Forgetting takes chatter and a restatement whose facts survive in a current row (recording
+    the rule and the survivor), and keeps the only row of a fact however old and unused it is."""
+    layout, ids = _fact_home(tmp_path)
+    settings = settings_for(layout, tmp_path)
+    assert run_sleep(settings).changes["memories_archived"] == 0  # first seen tonight
+    with freeze_time(datetime.now() + timedelta(days=1), tick=True):
+        result = run_sleep(settings)
+        live = live_working_ids(layout.db_path)
+    assert result.status == "ok", result.error
+    assert ids["only-holder"] in live and ids["restated-new"] in live
+    assert ids["restated-old"] not in live
+    assert not {ids[f"chatter-{number}"] for number in range(12)} & live
+    assert result.changes["memories_archived"] == 13
+
+    db = state.open_state(layout.state_dir / "state.db")
+    holders = [row[0] for row in db.execute(f"SELECT memory_key FROM {store.FACT_HOLDERS}")]
+    details = [
+        json.loads(row[0])
+        for row in db.execute(f"SELECT detail FROM {store.ARCHIVE} WHERE reason = 'forgotten'")
+    ]
+    db.close()
+    assert holders == ["w:" + ids["only-holder"]]
+    rules = sorted(detail["rule"] for detail in details)
+    assert rules == ["chatter"] * 12 + ["duplicate"]
+    assert [detail["survivor"] for detail in details if detail["rule"] == "duplicate"] == [
+        ids["restated-new"]
+    ]
+    listed = json.loads(run_cli(layout, "--json", "forgotten", "list").stdout)
+    assert {entry["rule"] for entry in listed["forgotten"]} == {"chatter", "duplicate"}
+    text = run_cli(layout, "forgotten", "list").stdout
+    assert "duplicate" in text and "chatter" in text
+
+
+def test_with_the_rule_broken_the_guard_refuses_the_lost_fact(tmp_path):
+    """With ``forget_keeps_facts`` off the night would archive the only row of a fact: the recall
+    guard counts it as lost (no eval suite names it, no probe needs to fail) and refuses the change;
+    the live database keeps the row."""
+    layout, ids = _fact_home(tmp_path)
+    config = "guard:\n  probes: 20\nsleep:\n  forget_keeps_facts: false\n"
+    settings = settings_for(layout, tmp_path, config)
+    assert run_sleep(settings).status == "ok"
+    with freeze_time(datetime.now() + timedelta(days=1), tick=True):
+        refused = run_job(settings, "evening-batch", show_progress=False)
+        live = live_working_ids(layout.db_path)
+    guard = refused.stats["guard"]
+    assert refused.status == "failed" and guard["verdict"] == "refused", guard
+    lost = {row["memory_id"]: row["why"] for row in guard["lost_facts"]["rows"]}
+    assert lost == {ids["only-holder"]: "only-holder"}
+    assert any("would lose a fact" in problem for problem in guard["problems"])
+    assert ids["only-holder"] in live
