@@ -71,6 +71,108 @@ def _print_rows(console, rows: list[dict]) -> None:
         )
 
 
+@handle_errors
+def list_command() -> None:
+    """List the checkpoints, oldest first, with retention's plan."""
+    settings = invocation_state().settings
+    infos = catalog.list_checkpoints(settings)
+    plan = catalog.plan_retention(settings)
+    schedule = _backup_schedule(settings)
+    rows = []
+    for info in infos:
+        decision = plan.decision(info.name)
+        entry = info.to_dict()
+        if decision is not None:
+            entry["retention"] = decision.to_dict()
+            entry["retention"]["expires"] = _expiry(decision, schedule)
+            entry["counts_as"] = decision.role
+        rows.append(entry)
+    data = {"checkpoints": rows, "limits": dataclasses.asdict(catalog.limits(settings))}
+
+    def text(console) -> None:
+        if not infos:
+            console.print(
+                f"no checkpoints in {settings.backups_dir} (make one: mnemo-ops run backup)",
+                markup=False,
+                soft_wrap=True,
+            )
+            return
+        _print_rows(console, rows)
+
+    emit(data, text)
+
+
+@handle_errors
+def verify_command(
+    name: str = typer.Argument(..., help="The checkpoint (see: mnemo-ops backup list)."),
+) -> None:
+    """Verify a checkpoint again; exit 1 when it fails."""
+    info = catalog.find_checkpoint(invocation_state().settings, name)
+    report = verify_checkpoint(info, ProgressReporter(invocation_state().show_progress))
+
+    def text(console) -> None:
+        if report.ok:
+            console.print(
+                f"[green]ok[/] {name}: {report.files_checked} files match their sha256, "
+                "integrity_check ok, row counts match",
+                soft_wrap=True,
+            )
+        else:
+            console.print(f"[bold red]failed[/] {name}")
+            for problem in report.problems:
+                console.print(f"  {problem}", markup=False, soft_wrap=True)
+
+    emit(report.to_dict(), text)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@handle_errors
+def restore_command(
+    name: str = typer.Argument(..., help="The checkpoint (see: mnemo-ops backup list)."),
+    to: Path = typer.Option(
+        None, "--to", help="Restore to this path instead of the live database.", metavar="PATH"
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", "-n", help="Verify and show what would happen; change nothing."
+    ),
+    force: bool = typer.Option(
+        False, "--force", help="Restore even while another process has the DB open."
+    ),
+) -> None:
+    """Restore a checkpoint's mnemosyne.db (verified first)."""
+    outcome = restore_checkpoint(
+        invocation_state().settings,
+        name,
+        target=to,
+        dry_run=dry_run,
+        force=force,
+        progress=ProgressReporter(invocation_state().show_progress),
+    )
+
+    def text(console) -> None:
+        verb = "would restore" if dry_run else "restored"
+        console.print(f"[green]{verb}[/] {name} -> {outcome.target}", soft_wrap=True)
+        if outcome.moved_aside:
+            move = "would move" if dry_run else "moved"
+            console.print(
+                f"  {move} aside into {outcome.safety_dir}: "
+                + ", ".join(Path(path).name for path in outcome.moved_aside),
+                markup=False,
+                soft_wrap=True,
+            )
+        counts = ", ".join(
+            f"{table} {count:,}" for table, count in outcome.row_counts.items() if count is not None
+        )
+        console.print(f"  row counts: {counts}", markup=False, soft_wrap=True)
+        for user in outcome.open_by:
+            console.print(
+                f"  [yellow]warning[/] open by pid {user['pid']} ({user['command']}): stop it first"
+            )
+
+    emit(outcome.to_dict(), text)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``backup`` command group."""
     backup_app = command_group(
@@ -80,7 +182,7 @@ def register(app: typer.Typer) -> None:
         "mnemo-ops run backup\n\nExample: mnemo-ops backup list",
     )
 
-    @backup_app.command(
+    backup_app.command(
         "list",
         help=(
             "List checkpoints, oldest first, with retention's plan: name, what each counts as "
@@ -90,37 +192,9 @@ def register(app: typer.Typer) -> None:
             "Exit codes: 0 ok, 2 usage or config problem.\n\n"
             "Example: mnemo-ops --json backup list"
         ),
-    )
-    @handle_errors
-    def list_command() -> None:
-        settings = invocation_state().settings
-        infos = catalog.list_checkpoints(settings)
-        plan = catalog.plan_retention(settings)
-        schedule = _backup_schedule(settings)
-        rows = []
-        for info in infos:
-            decision = plan.decision(info.name)
-            entry = info.to_dict()
-            if decision is not None:
-                entry["retention"] = decision.to_dict()
-                entry["retention"]["expires"] = _expiry(decision, schedule)
-                entry["counts_as"] = decision.role
-            rows.append(entry)
-        data = {"checkpoints": rows, "limits": dataclasses.asdict(catalog.limits(settings))}
+    )(list_command)
 
-        def text(console) -> None:
-            if not infos:
-                console.print(
-                    f"no checkpoints in {settings.backups_dir} (make one: mnemo-ops run backup)",
-                    markup=False,
-                    soft_wrap=True,
-                )
-                return
-            _print_rows(console, rows)
-
-        emit(data, text)
-
-    @backup_app.command(
+    backup_app.command(
         "verify",
         help=(
             "Verify a checkpoint again: every file's size and sha256, integrity_check of its mnemosyne.db, "
@@ -128,31 +202,9 @@ def register(app: typer.Typer) -> None:
             "Exit codes: 0 verified, 1 verification failed, 2 no such checkpoint.\n\n"
             "Example: mnemo-ops backup verify daily-20261130T020000Z"
         ),
-    )
-    @handle_errors
-    def verify_command(
-        name: str = typer.Argument(..., help="The checkpoint (see: mnemo-ops backup list)."),
-    ) -> None:
-        info = catalog.find_checkpoint(invocation_state().settings, name)
-        report = verify_checkpoint(info, ProgressReporter(invocation_state().show_progress))
+    )(verify_command)
 
-        def text(console) -> None:
-            if report.ok:
-                console.print(
-                    f"[green]ok[/] {name}: {report.files_checked} files match their sha256, "
-                    "integrity_check ok, row counts match",
-                    soft_wrap=True,
-                )
-            else:
-                console.print(f"[bold red]failed[/] {name}")
-                for problem in report.problems:
-                    console.print(f"  {problem}", markup=False, soft_wrap=True)
-
-        emit(report.to_dict(), text)
-        if not report.ok:
-            raise typer.Exit(1)
-
-    @backup_app.command(
+    backup_app.command(
         "restore",
         help=(
             "Restore a checkpoint's mnemosyne.db. Verifies it first; refuses while another mnemo-ops writer "
@@ -163,49 +215,4 @@ def register(app: typer.Typer) -> None:
             "2 no such checkpoint, 75 the writer lock is held.\n\n"
             "Example: mnemo-ops backup restore daily-20261130T020000Z --dry-run"
         ),
-    )
-    @handle_errors
-    def restore_command(
-        name: str = typer.Argument(..., help="The checkpoint (see: mnemo-ops backup list)."),
-        to: Path = typer.Option(
-            None, "--to", help="Restore to this path instead of the live database.", metavar="PATH"
-        ),
-        dry_run: bool = typer.Option(
-            False, "--dry-run", "-n", help="Verify and show what would happen; change nothing."
-        ),
-        force: bool = typer.Option(
-            False, "--force", help="Restore even while another process has the DB open."
-        ),
-    ) -> None:
-        outcome = restore_checkpoint(
-            invocation_state().settings,
-            name,
-            target=to,
-            dry_run=dry_run,
-            force=force,
-            progress=ProgressReporter(invocation_state().show_progress),
-        )
-
-        def text(console) -> None:
-            verb = "would restore" if dry_run else "restored"
-            console.print(f"[green]{verb}[/] {name} -> {outcome.target}", soft_wrap=True)
-            if outcome.moved_aside:
-                move = "would move" if dry_run else "moved"
-                console.print(
-                    f"  {move} aside into {outcome.safety_dir}: "
-                    + ", ".join(Path(path).name for path in outcome.moved_aside),
-                    markup=False,
-                    soft_wrap=True,
-                )
-            counts = ", ".join(
-                f"{table} {count:,}"
-                for table, count in outcome.row_counts.items()
-                if count is not None
-            )
-            console.print(f"  row counts: {counts}", markup=False, soft_wrap=True)
-            for user in outcome.open_by:
-                console.print(
-                    f"  [yellow]warning[/] open by pid {user['pid']} ({user['command']}): stop it first"
-                )
-
-        emit(outcome.to_dict(), text)
+    )(restore_command)

@@ -64,10 +64,53 @@ def capture(settings, item: dict[str, Any]) -> tuple[str, Item]:
     return str(path), delivered.items[0]
 
 
+@handle_errors
+def capture_command(
+    text: str = typer.Argument(
+        ..., help="The memory's text, or '-' to read it from stdin.", metavar="TEXT"
+    ),
+    source: str = typer.Option(
+        None, "--source", help="Where it came from (default: bridge).", metavar="S"
+    ),
+    importance: float = typer.Option(
+        None, "--importance", help="0 to 1 (default: 0.5).", metavar="F"
+    ),
+    veracity: str = typer.Option(
+        None,
+        "--veracity",
+        help=f"One of {', '.join(VERACITIES)} (default: unknown).",
+        metavar="V",
+    ),
+    session: str = typer.Option(
+        None, "--session", help="Mnemosyne session id (default: bridge).", metavar="ID"
+    ),
+    key: str = typer.Option(
+        None, "--key", help="Idempotency key (default: derived from the file).", metavar="KEY"
+    ),
+) -> None:
+    """Queue one item (TEXT, or stdin for '-') in the bridge inbox."""
+    if text == "-":
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError("not captured: stdin is not UTF-8") from None
+        text = text.rstrip("\n")
+    path, item = capture(
+        invocation_state().settings,
+        build_item(text, source, importance, veracity, session, key),
+    )
+    data = {
+        "queued": path,
+        "idempotency_key": item.idempotency_key,
+        "session_id": item.session_id,
+        "bytes": len(item.content.encode("utf-8")),
+    }
+    emit(data, lambda console: console.print(f"queued {path}", markup=False, soft_wrap=True))
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``capture`` command."""
-
-    @app.command(
+    app.command(
         "capture",
         help=(
             "Drop one item into the bridge inbox (<state_dir>/queue/new); the hourly bridge-drain job "
@@ -77,45 +120,4 @@ def register(app: typer.Typer) -> None:
             "--importance 0.8\n\n"
             "Example: git log -1 --format=%s | mnemo-ops capture - --source shell --veracity tool"
         ),
-    )
-    @handle_errors
-    def capture_command(
-        text: str = typer.Argument(
-            ..., help="The memory's text, or '-' to read it from stdin.", metavar="TEXT"
-        ),
-        source: str = typer.Option(
-            None, "--source", help="Where it came from (default: bridge).", metavar="S"
-        ),
-        importance: float = typer.Option(
-            None, "--importance", help="0 to 1 (default: 0.5).", metavar="F"
-        ),
-        veracity: str = typer.Option(
-            None,
-            "--veracity",
-            help=f"One of {', '.join(VERACITIES)} (default: unknown).",
-            metavar="V",
-        ),
-        session: str = typer.Option(
-            None, "--session", help="Mnemosyne session id (default: bridge).", metavar="ID"
-        ),
-        key: str = typer.Option(
-            None, "--key", help="Idempotency key (default: derived from the file).", metavar="KEY"
-        ),
-    ) -> None:
-        if text == "-":
-            try:
-                text = sys.stdin.buffer.read().decode("utf-8")
-            except UnicodeDecodeError:
-                raise UsageError("not captured: stdin is not UTF-8") from None
-            text = text.rstrip("\n")
-        path, item = capture(
-            invocation_state().settings,
-            build_item(text, source, importance, veracity, session, key),
-        )
-        data = {
-            "queued": path,
-            "idempotency_key": item.idempotency_key,
-            "session_id": item.session_id,
-            "bytes": len(item.content.encode("utf-8")),
-        }
-        emit(data, lambda console: console.print(f"queued {path}", markup=False, soft_wrap=True))
+    )(capture_command)

@@ -11,6 +11,33 @@ from mnemo_ops.cli.common import emit, handle_errors, invocation_state
 from mnemo_ops.settings import file_values, json_schema
 
 
+@handle_errors
+def schema_command() -> None:
+    """Print the JSON Schema of config.yaml."""
+    # Always JSON: the schema is the output, with or without --json.
+    print(json.dumps(json_schema(), indent=2))
+
+
+@handle_errors
+def show_command() -> None:
+    """Print the paths and every option as they are resolved."""
+    settings = invocation_state().settings
+    data = {
+        "paths": settings.to_dict(),
+        "options": file_values(settings.config),
+    }
+
+    def text(console) -> None:
+        paths = data["paths"]
+        for key in ("db", "state_dir", "config_file", "hermes_home", "memory_blocks_dir"):
+            source = paths["sources"].get(key, "")
+            console.print(f"{key}: {paths[key]}" + (f"  ({source})" if source else ""))
+        console.print(f"owner: {paths['owner']}  ({paths['sources'].get('owner', '')})")
+        console.print(_yaml(data["options"]), markup=False, highlight=False)
+
+    emit(data, text)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``config`` command group."""
     group = typer.Typer(
@@ -20,7 +47,7 @@ def register(app: typer.Typer) -> None:
     )
     app.add_typer(group, name="config")
 
-    @group.command(
+    group.command(
         "schema",
         help=(
             "Print the JSON Schema of config.yaml: every section and key with its type, default, "
@@ -28,13 +55,9 @@ def register(app: typer.Typer) -> None:
             "check a config file against it as you type. Exit code: 0.\n\n"
             "Example: mnemo-ops config schema > ~/.config/mnemo-ops/config.schema.json"
         ),
-    )
-    @handle_errors
-    def schema_command() -> None:
-        # Always JSON: the schema is the output, with or without --json.
-        print(json.dumps(json_schema(), indent=2))
+    )(schema_command)
 
-    @group.command(
+    group.command(
         "show",
         help=(
             "Print the paths and every option as they are resolved: flags over environment over "
@@ -42,24 +65,7 @@ def register(app: typer.Typer) -> None:
             "2 the config file is bad (one line naming the file and the key).\n\n"
             "Example: mnemo-ops --config ./config.yaml config show --json"
         ),
-    )
-    @handle_errors
-    def show_command() -> None:
-        settings = invocation_state().settings
-        data = {
-            "paths": settings.to_dict(),
-            "options": file_values(settings.config),
-        }
-
-        def text(console) -> None:
-            paths = data["paths"]
-            for key in ("db", "state_dir", "config_file", "hermes_home", "memory_blocks_dir"):
-                source = paths["sources"].get(key, "")
-                console.print(f"{key}: {paths[key]}" + (f"  ({source})" if source else ""))
-            console.print(f"owner: {paths['owner']}  ({paths['sources'].get('owner', '')})")
-            console.print(_yaml(data["options"]), markup=False, highlight=False)
-
-        emit(data, text)
+    )(show_command)
 
 
 def _yaml(options: dict) -> str:

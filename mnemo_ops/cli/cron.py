@@ -59,6 +59,73 @@ def _scheduled_jobs() -> list[str]:
     ]
 
 
+@handle_errors
+def render_command(
+    command: str = typer.Option(
+        None, "--command", help="The program cron should call (default: this one)."
+    ),
+    portable: bool = typer.Option(
+        False, "--portable", help="The program by name, no paths (as crontab.example)."
+    ),
+) -> None:
+    """Print the block cron install writes (--portable: the program by name, no paths)."""
+    text = crontab.with_block("", _entries(command, portable))
+    emit({"crontab": text}, lambda console: console.file.write(text))
+
+
+def _apply(new_text_for, dry_run: bool, action: str, jobs: list[str]) -> None:
+    current = crontab.read_crontab()
+    updated = new_text_for(current)
+    change = crontab.diff(current, updated)
+    warnings = installed_elsewhere(invocation_state().settings, "crontab", jobs) if jobs else []
+    if not dry_run and change:
+        crontab.write_crontab(updated)
+    if not dry_run:
+        record_installed("crontab", jobs)
+
+    def text(console) -> None:
+        for warning in warnings:
+            invocation_state().err_console.print(
+                f"mnemo-ops: warning: {warning}", markup=False, soft_wrap=True
+            )
+        if not change:
+            console.print(f"crontab already up to date ({action}: nothing to do)", markup=False)
+        elif dry_run:
+            console.file.write(change)
+        else:
+            console.print(f"crontab updated ({action})", markup=False)
+
+    emit(
+        {"changed": bool(change), "dry_run": dry_run, "diff": change, "warnings": warnings},
+        text,
+    )
+
+
+@handle_errors
+def install_command(
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Show the diff; change nothing."),
+    command: str = typer.Option(
+        None, "--command", help="The program cron should call (default: this one)."
+    ),
+) -> None:
+    """Add or update the mnemo-ops block in the crontab."""
+    entries = _entries(command)
+    _apply(
+        lambda current: crontab.with_block(current, entries),
+        dry_run,
+        "install",
+        _scheduled_jobs(),
+    )
+
+
+@handle_errors
+def uninstall_command(
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Show the diff; change nothing."),
+) -> None:
+    """Remove the mnemo-ops block from the crontab."""
+    _apply(crontab.strip_block, dry_run, "uninstall", [])
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``cron`` command group."""
     cron_app = command_group(
@@ -68,84 +135,23 @@ def register(app: typer.Typer) -> None:
         f"{CRONTAB_HELP}\n\nExample: mnemo-ops cron install --dry-run",
     )
 
-    @cron_app.command(
+    cron_app.command(
         "render",
         help="Print the block cron install writes: this mnemo-ops by its absolute path, with the "
         "resolved --db and --state-dir (cron's environment is bare). --portable prints it with "
         "the program by name and no paths (crontab.example is exactly that output).\n\n"
         "Example: mnemo-ops cron render > my-crontab",
-    )
-    @handle_errors
-    def render_command(
-        command: str = typer.Option(
-            None, "--command", help="The program cron should call (default: this one)."
-        ),
-        portable: bool = typer.Option(
-            False, "--portable", help="The program by name, no paths (as crontab.example)."
-        ),
-    ) -> None:
-        text = crontab.with_block("", _entries(command, portable))
-        emit({"crontab": text}, lambda console: console.file.write(text))
+    )(render_command)
 
-    def _apply(new_text_for, dry_run: bool, action: str, jobs: list[str]) -> None:
-        current = crontab.read_crontab()
-        updated = new_text_for(current)
-        change = crontab.diff(current, updated)
-        warnings = installed_elsewhere(invocation_state().settings, "crontab", jobs) if jobs else []
-        if not dry_run and change:
-            crontab.write_crontab(updated)
-        if not dry_run:
-            record_installed("crontab", jobs)
-
-        def text(console) -> None:
-            for warning in warnings:
-                invocation_state().err_console.print(
-                    f"mnemo-ops: warning: {warning}", markup=False, soft_wrap=True
-                )
-            if not change:
-                console.print(f"crontab already up to date ({action}: nothing to do)", markup=False)
-            elif dry_run:
-                console.file.write(change)
-            else:
-                console.print(f"crontab updated ({action})", markup=False)
-
-        emit(
-            {"changed": bool(change), "dry_run": dry_run, "diff": change, "warnings": warnings},
-            text,
-        )
-
-    @cron_app.command(
+    cron_app.command(
         "install",
         help="Add or update the mnemo-ops block in your crontab (idempotent; the block cron "
         "render prints). Warns when another scheduler already runs the same jobs for this "
         f"database.\n\n{CRONTAB_HELP}\n\nExample: mnemo-ops cron install --dry-run",
-    )
-    @handle_errors
-    def install_command(
-        dry_run: bool = typer.Option(
-            False, "--dry-run", "-n", help="Show the diff; change nothing."
-        ),
-        command: str = typer.Option(
-            None, "--command", help="The program cron should call (default: this one)."
-        ),
-    ) -> None:
-        entries = _entries(command)
-        _apply(
-            lambda current: crontab.with_block(current, entries),
-            dry_run,
-            "install",
-            _scheduled_jobs(),
-        )
+    )(install_command)
 
-    @cron_app.command(
+    cron_app.command(
         "uninstall",
         help="Remove the mnemo-ops block from your crontab; other lines stay.\n\n"
         "Example: mnemo-ops cron uninstall",
-    )
-    @handle_errors
-    def uninstall_command(
-        dry_run: bool = typer.Option(
-            False, "--dry-run", "-n", help="Show the diff; change nothing."
-        ),
-    ) -> None:
-        _apply(crontab.strip_block, dry_run, "uninstall", [])
+    )(uninstall_command)

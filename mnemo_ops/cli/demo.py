@@ -108,83 +108,84 @@ def _report_text(layout: SampleLayout) -> str:
     return report_render.render(report.build_report(settings), "text")
 
 
+@handle_errors
+def demo_command(
+    directory: Path = typer.Option(
+        None, "--dir", help="Build the sample here instead of a temp folder.", metavar="DIR"
+    ),
+) -> None:
+    """Build the sample home (in --dir, or a temporary folder removed at the end) and run the demo."""
+    # Without --dir the sample lives in a temporary folder, removed when the demo ends
+    # (whatever happens): a demo leaves nothing behind unless asked to keep it.
+    temporary = None if directory is not None else Path(tempfile.mkdtemp(prefix="mnemo-ops-demo-"))
+    try:
+        _demo(directory or temporary, kept=temporary is None)
+    finally:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+def _demo(directory: Path, kept: bool) -> None:
+    """Run the demo in `directory` and print it; `kept` when the home stays afterwards."""
+    layout, results = run_demo(directory if kept else None, temporary=directory)
+    report_text = _report_text(layout)
+    code = OK if all(result.status in ("ok", "dry-run") for result in results) else FAILED
+
+    def text(console) -> None:
+        console.print(
+            f"[bold]Sample home[/] {layout.directory} (built with mnemosyne-memory's own API)"
+        )
+        table = results_table(title="demo runs")
+        for column in ("job", "status", "changes", "warnings", "error"):
+            table.add_column(column)
+        for result in results:
+            changes = ", ".join(f"{k}={v}" for k, v in result.changes.items()) or "-"
+            table.add_row(
+                result.job,
+                result.status,
+                changes,
+                str(len(result.warnings)),
+                result.error or "",
+            )
+        console.print(table)
+        if report_text:
+            console.print(report_text, markup=False, highlight=False)
+        if kept:
+            console.print(
+                f"Look around: mnemo-ops --db {layout.db_path} --state-dir {layout.state_dir} "
+                "status",
+                markup=False,
+                soft_wrap=True,
+            )
+        else:
+            console.print(
+                "The temporary sample home was removed; to keep one and look around: "
+                "mnemo-ops demo --dir DIR",
+                markup=False,
+                soft_wrap=True,
+            )
+
+    emit(
+        {
+            "directory": str(layout.directory),
+            "db": str(layout.db_path),
+            "state_dir": str(layout.state_dir),
+            "kept": kept,
+            "runs": [result.to_dict() for result in results],
+            "report": report_text,
+        },
+        text,
+    )
+    raise typer.Exit(code)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``demo`` command."""
-
-    @app.command(
+    app.command(
         "demo",
         help="Build a sample Mnemosyne home in a temporary folder, run every implemented job once "
         "and print the report; the temporary folder is removed at the end. With --dir the home is "
         "built there and kept, to look around in.\n\n"
         "Exit codes: 0 every job ok, 1 a job failed, 2 a --dir that is a file, not writable or "
         "already holds a demo.\n\nExample: mnemo-ops demo --dir /tmp/mnemo-demo",
-    )
-    @handle_errors
-    def demo_command(
-        directory: Path = typer.Option(
-            None, "--dir", help="Build the sample here instead of a temp folder.", metavar="DIR"
-        ),
-    ) -> None:
-        # Without --dir the sample lives in a temporary folder, removed when the demo ends
-        # (whatever happens): a demo leaves nothing behind unless asked to keep it.
-        temporary = (
-            None if directory is not None else Path(tempfile.mkdtemp(prefix="mnemo-ops-demo-"))
-        )
-        try:
-            _demo(directory or temporary, kept=temporary is None)
-        finally:
-            if temporary is not None:
-                shutil.rmtree(temporary, ignore_errors=True)
-
-    def _demo(directory: Path, kept: bool) -> None:
-        """Run the demo in `directory` and print it; `kept` when the home stays afterwards."""
-        layout, results = run_demo(directory if kept else None, temporary=directory)
-        report_text = _report_text(layout)
-        code = OK if all(result.status in ("ok", "dry-run") for result in results) else FAILED
-
-        def text(console) -> None:
-            console.print(
-                f"[bold]Sample home[/] {layout.directory} (built with mnemosyne-memory's own API)"
-            )
-            table = results_table(title="demo runs")
-            for column in ("job", "status", "changes", "warnings", "error"):
-                table.add_column(column)
-            for result in results:
-                changes = ", ".join(f"{k}={v}" for k, v in result.changes.items()) or "-"
-                table.add_row(
-                    result.job,
-                    result.status,
-                    changes,
-                    str(len(result.warnings)),
-                    result.error or "",
-                )
-            console.print(table)
-            if report_text:
-                console.print(report_text, markup=False, highlight=False)
-            if kept:
-                console.print(
-                    f"Look around: mnemo-ops --db {layout.db_path} --state-dir {layout.state_dir} "
-                    "status",
-                    markup=False,
-                    soft_wrap=True,
-                )
-            else:
-                console.print(
-                    "The temporary sample home was removed; to keep one and look around: "
-                    "mnemo-ops demo --dir DIR",
-                    markup=False,
-                    soft_wrap=True,
-                )
-
-        emit(
-            {
-                "directory": str(layout.directory),
-                "db": str(layout.db_path),
-                "state_dir": str(layout.state_dir),
-                "kept": kept,
-                "runs": [result.to_dict() for result in results],
-                "report": report_text,
-            },
-            text,
-        )
-        raise typer.Exit(code)
+    )(demo_command)

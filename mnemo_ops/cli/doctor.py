@@ -199,42 +199,44 @@ def collect_doctor(state) -> tuple[list[dict[str, str]], int]:
     return checks, code
 
 
+@handle_errors
+def doctor_command() -> None:
+    """Run every check and show them; exit 2 when the config or the database is unusable."""
+    checks, code = collect_doctor(invocation_state())
+
+    def text(console) -> None:
+        table = results_table(title="mnemo-ops doctor")
+        for column in ("check", "status", "detail"):
+            table.add_column(column)
+        styles = {"ok": "green", "info": "dim", "warning": "yellow", "error": "bold red"}
+        for check in checks:
+            table.add_row(
+                check["check"],
+                f"[{styles.get(check['status'], 'white')}]{check['status']}[/]",
+                check["detail"],
+            )
+        console.print(table)
+
+    emit({"checks": checks, "ok": code == OK}, text)
+    if code != OK:
+        blocking = next(
+            c for c in checks if c["status"] == "error" and c["check"] in BLOCKING_CHECKS
+        )
+        invocation_state().err_console.print(
+            f"mnemo-ops: error: {blocking['check']}: {blocking['detail']}",
+            markup=False,
+            soft_wrap=True,
+            highlight=False,
+        )
+    raise typer.Exit(code)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``doctor`` command."""
-
-    @app.command(
+    app.command(
         "doctor",
         help="Check config, database schema compatibility, versions and what is missing. Exit 2 when "
         "the config or the database is unusable (one line on stderr says why, e.g. the database was "
         "written by a newer Mnemosyne: which version to install).\n\n"
         "Example: mnemo-ops doctor",
-    )
-    @handle_errors
-    def doctor_command() -> None:
-        checks, code = collect_doctor(invocation_state())
-
-        def text(console) -> None:
-            table = results_table(title="mnemo-ops doctor")
-            for column in ("check", "status", "detail"):
-                table.add_column(column)
-            styles = {"ok": "green", "info": "dim", "warning": "yellow", "error": "bold red"}
-            for check in checks:
-                table.add_row(
-                    check["check"],
-                    f"[{styles.get(check['status'], 'white')}]{check['status']}[/]",
-                    check["detail"],
-                )
-            console.print(table)
-
-        emit({"checks": checks, "ok": code == OK}, text)
-        if code != OK:
-            blocking = next(
-                c for c in checks if c["status"] == "error" and c["check"] in BLOCKING_CHECKS
-            )
-            invocation_state().err_console.print(
-                f"mnemo-ops: error: {blocking['check']}: {blocking['detail']}",
-                markup=False,
-                soft_wrap=True,
-                highlight=False,
-            )
-        raise typer.Exit(code)
+    )(doctor_command)

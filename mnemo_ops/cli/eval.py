@@ -130,6 +130,186 @@ def _finish(result: JobResult) -> None:
     raise typer.Exit(result.exit_code)
 
 
+# The options several commands share, and the help of each benchmark's import.
+SUITE_OPTION = typer.Option(
+    None,
+    "--suite",
+    "-s",
+    help="Suite file (JSONL or YAML; default: config, then <state_dir>/eval/suite.jsonl).",
+    metavar="FILE",
+)
+ENGINE_OPTION = typer.Option(
+    None,
+    "--engine",
+    "-e",
+    help="mnemosyne (Mnemosyne's recall, default) or builtin (FTS5 bm25).",
+    metavar="ENGINE",
+)
+K_OPTION = typer.Option(None, "--k", "-k", help="Cutoff k (default: config, else 10).", min=1)
+PYTHON_OPTION = typer.Option(
+    None,
+    "--python",
+    help="Run Mnemosyne's recall under this Python (a venv where an upgrade candidate of "
+    "mnemosyne-memory is installed; default: config retrieval_eval.python, else mnemo-ops' own).",
+    metavar="PATH",
+)
+DB_OPTION = typer.Option(
+    ..., "--db", help="The Mnemosyne database to create (must not exist).", metavar="OUT.db"
+)
+OUT_SUITE_OPTION = typer.Option(
+    ..., "--suite", help="The suite to write (JSONL).", metavar="OUT.jsonl"
+)
+LIMIT_OPTION = typer.Option(
+    None, "--limit", help="Import only the first N conversations / questions.", min=1
+)
+IMPORT_HELP = {
+    "locomo": (
+        "Import LoCoMo: each dialogue turn is stored through Mnemosyne (one session per LoCoMo session); each "
+        "question becomes a case whose relevant ids are the turns named by its evidence. Adversarial questions "
+        "(category 5) have no evidence and are skipped.\n\n"
+        "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl"
+    ),
+    "longmemeval": (
+        "Import LongMemEval: each haystack session is stored once through Mnemosyne; each question becomes a case "
+        "whose relevant ids are the has_answer turns of its answer sessions.\n\n"
+        "Example: mnemo-ops eval import longmemeval longmemeval_s.json --db lme.db --suite lme.jsonl"
+    ),
+}
+
+
+@handle_errors
+def run_command(
+    suite: str = SUITE_OPTION,
+    baseline: str = typer.Option(
+        None,
+        "--baseline",
+        "-b",
+        help="Baseline file (default: config, then <state_dir>/eval/baseline.json).",
+        metavar="FILE",
+    ),
+    engine: str = ENGINE_OPTION,
+    k: int = K_OPTION,
+    allow_suite_change: bool = typer.Option(
+        False,
+        "--allow-suite-change",
+        help="Compare even though the suite changed since the baseline.",
+    ),
+    ratchet: bool = typer.Option(
+        False, "--ratchet", help="Raise the baseline when no metric fell and one rose."
+    ),
+    python: str = PYTHON_OPTION,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", "-n", help="Record nothing, write no baseline."
+    ),
+) -> None:
+    """Run the suite and compare it with the baseline; exit 1 on a regression."""
+    options = {
+        "suite": suite,
+        "baseline": baseline,
+        "engine": engine,
+        "k": k,
+        "allow_suite_change": allow_suite_change,
+        "ratchet": ratchet,
+        "python": _absolute(python),
+    }
+    result = run_job(
+        invocation_state().settings,
+        "retrieval-eval",
+        dry_run=dry_run,
+        options={key: value for key, value in options.items() if value not in (None, False)},
+        show_progress=invocation_state().show_progress,
+    )
+    _finish(result)
+
+
+@handle_errors
+def baseline_command(
+    out: str = typer.Option(
+        ..., "--out", help="Where to write the baseline (JSON).", metavar="FILE"
+    ),
+    suite: str = SUITE_OPTION,
+    engine: str = ENGINE_OPTION,
+    k: int = K_OPTION,
+    python: str = PYTHON_OPTION,
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Evaluate, but write nothing."),
+) -> None:
+    """Run the suite and write its metrics and hit ranks as the new baseline."""
+    options = {
+        "suite": suite,
+        "engine": engine,
+        "k": k,
+        "write_baseline": str(Path(out).expanduser().absolute()),
+        "python": _absolute(python),
+    }
+    result = run_job(
+        invocation_state().settings,
+        "retrieval-eval",
+        dry_run=dry_run,
+        options={key: value for key, value in options.items() if value is not None},
+        show_progress=invocation_state().show_progress,
+    )
+    _finish(result)
+
+
+@handle_errors
+def compare_command(
+    first: str = typer.Argument(
+        ..., metavar="A", help="Baseline or saved run (the current Mnemosyne)."
+    ),
+    second: str = typer.Argument(..., metavar="B", help="Baseline or saved run (the candidate)."),
+    show_all: bool = typer.Option(False, "--all", help="List unchanged cases too."),
+) -> None:
+    """Show two eval results side by side."""
+    from mnemo_ops.evaluation.comparison import compare_records, fill_queries, load_record
+
+    comparison = compare_records(load_record(Path(first)), load_record(Path(second)))
+    fill_queries(comparison)
+    emit(comparison, lambda console: render_comparison(console, comparison, show_all))
+    raise typer.Exit(0)
+
+
+def _import(kind: str, file: str, db: str, suite: str, limit: int | None) -> None:
+    from mnemo_ops.evaluation.importers import import_benchmark
+
+    summary = import_benchmark(
+        kind,
+        Path(file),
+        Path(db),
+        Path(suite),
+        limit=limit,
+        show_progress=invocation_state().show_progress,
+    )
+
+    def text(console: Console) -> None:
+        console.print(
+            f"[green]imported[/] {kind}: {summary['turns_stored']} turns into {summary['db']}, "
+            f"{summary['cases']} cases into {summary['suite']}"
+        )
+        for reason, count in summary["skipped"].items():
+            if count:
+                console.print(f"  skipped {count} question(s): {reason}")
+        if summary["turns_filtered"]:
+            console.print(
+                f"  {summary['turns_filtered']} turn(s) were filtered out by Mnemosyne's write filter"
+            )
+        console.print(f"  next: mnemo-ops --db {summary['db']} eval run --suite {summary['suite']}")
+
+    emit(summary, text)
+
+
+@handle_errors
+def import_command(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., metavar="FILE"),
+    db: str = DB_OPTION,
+    suite: str = OUT_SUITE_OPTION,
+    limit: int = LIMIT_OPTION,
+) -> None:
+    """Import the benchmark this command is named after (``eval import <benchmark>``) from FILE
+    into a new database and suite; every importer takes the same arguments."""
+    _import(ctx.command.name, file, db, suite, limit)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``eval`` command group."""
     group = command_group(
@@ -146,30 +326,7 @@ def register(app: typer.Typer) -> None:
         "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl",
     )
 
-    suite_option = typer.Option(
-        None,
-        "--suite",
-        "-s",
-        help="Suite file (JSONL or YAML; default: config, then <state_dir>/eval/suite.jsonl).",
-        metavar="FILE",
-    )
-    engine_option = typer.Option(
-        None,
-        "--engine",
-        "-e",
-        help="mnemosyne (Mnemosyne's recall, default) or builtin (FTS5 bm25).",
-        metavar="ENGINE",
-    )
-    k_option = typer.Option(None, "--k", "-k", help="Cutoff k (default: config, else 10).", min=1)
-    python_option = typer.Option(
-        None,
-        "--python",
-        help="Run Mnemosyne's recall under this Python (a venv where an upgrade candidate of "
-        "mnemosyne-memory is installed; default: config retrieval_eval.python, else mnemo-ops' own).",
-        metavar="PATH",
-    )
-
-    @group.command(
+    group.command(
         "run",
         help=(
             "Run the suite and compare with the baseline: a metric that drops by more than its tolerance, or a case "
@@ -179,86 +336,18 @@ def register(app: typer.Typer) -> None:
             + "\n\nUpgrade gate: mnemo-ops eval run --dry-run --python ~/mnemosyne-next/bin/python "
             "--suite suite.jsonl --baseline baseline.json"
         ),
-    )
-    @handle_errors
-    def run_command(
-        suite: str = suite_option,
-        baseline: str = typer.Option(
-            None,
-            "--baseline",
-            "-b",
-            help="Baseline file (default: config, then <state_dir>/eval/baseline.json).",
-            metavar="FILE",
-        ),
-        engine: str = engine_option,
-        k: int = k_option,
-        allow_suite_change: bool = typer.Option(
-            False,
-            "--allow-suite-change",
-            help="Compare even though the suite changed since the baseline.",
-        ),
-        ratchet: bool = typer.Option(
-            False, "--ratchet", help="Raise the baseline when no metric fell and one rose."
-        ),
-        python: str = python_option,
-        dry_run: bool = typer.Option(
-            False, "--dry-run", "-n", help="Record nothing, write no baseline."
-        ),
-    ) -> None:
-        options = {
-            "suite": suite,
-            "baseline": baseline,
-            "engine": engine,
-            "k": k,
-            "allow_suite_change": allow_suite_change,
-            "ratchet": ratchet,
-            "python": _absolute(python),
-        }
-        result = run_job(
-            invocation_state().settings,
-            "retrieval-eval",
-            dry_run=dry_run,
-            options={key: value for key, value in options.items() if value not in (None, False)},
-            show_progress=invocation_state().show_progress,
-        )
-        _finish(result)
+    )(run_command)
 
-    @group.command(
+    group.command(
         "baseline",
         help=(
             "Run the suite and write its metrics and each case's hit rank as the new baseline (only this command, or "
             "eval run --ratchet, writes one).\n\nExample: mnemo-ops eval baseline --suite "
             "suite.jsonl --out baseline.json"
         ),
-    )
-    @handle_errors
-    def baseline_command(
-        out: str = typer.Option(
-            ..., "--out", help="Where to write the baseline (JSON).", metavar="FILE"
-        ),
-        suite: str = suite_option,
-        engine: str = engine_option,
-        k: int = k_option,
-        python: str = python_option,
-        dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Evaluate, but write nothing."),
-    ) -> None:
-        options = {
-            "suite": suite,
-            "engine": engine,
-            "k": k,
-            "write_baseline": str(Path(out).expanduser().absolute()),
-            "python": _absolute(python),
-        }
-        result = run_job(
-            invocation_state().settings,
-            "retrieval-eval",
-            dry_run=dry_run,
-            options={key: value for key, value in options.items() if value is not None},
-            show_progress=invocation_state().show_progress,
-        )
-        _finish(result)
+    )(baseline_command)
 
-    @group.command(
+    group.command(
         "compare",
         help=(
             "Show two eval results side by side: metrics, then each case's rank in A and in B (cases that "
@@ -267,91 +356,7 @@ def register(app: typer.Typer) -> None:
             "for a file that is neither.\n\n"
             "Example: mnemo-ops eval compare baseline.json candidate.json"
         ),
-    )
-    @handle_errors
-    def compare_command(
-        first: str = typer.Argument(
-            ..., metavar="A", help="Baseline or saved run (the current Mnemosyne)."
-        ),
-        second: str = typer.Argument(
-            ..., metavar="B", help="Baseline or saved run (the candidate)."
-        ),
-        show_all: bool = typer.Option(False, "--all", help="List unchanged cases too."),
-    ) -> None:
-        from mnemo_ops.evaluation.comparison import compare_records, fill_queries, load_record
+    )(compare_command)
 
-        comparison = compare_records(load_record(Path(first)), load_record(Path(second)))
-        fill_queries(comparison)
-        emit(comparison, lambda console: render_comparison(console, comparison, show_all))
-        raise typer.Exit(0)
-
-    def _import(kind: str, file: str, db: str, suite: str, limit: int | None) -> None:
-        from mnemo_ops.evaluation.importers import import_benchmark
-
-        summary = import_benchmark(
-            kind,
-            Path(file),
-            Path(db),
-            Path(suite),
-            limit=limit,
-            show_progress=invocation_state().show_progress,
-        )
-
-        def text(console: Console) -> None:
-            console.print(
-                f"[green]imported[/] {kind}: {summary['turns_stored']} turns into {summary['db']}, "
-                f"{summary['cases']} cases into {summary['suite']}"
-            )
-            for reason, count in summary["skipped"].items():
-                if count:
-                    console.print(f"  skipped {count} question(s): {reason}")
-            if summary["turns_filtered"]:
-                console.print(
-                    f"  {summary['turns_filtered']} turn(s) were filtered out by Mnemosyne's write filter"
-                )
-            console.print(
-                f"  next: mnemo-ops --db {summary['db']} eval run --suite {summary['suite']}"
-            )
-
-        emit(summary, text)
-
-    db_option = typer.Option(
-        ..., "--db", help="The Mnemosyne database to create (must not exist).", metavar="OUT.db"
-    )
-    out_suite_option = typer.Option(
-        ..., "--suite", help="The suite to write (JSONL).", metavar="OUT.jsonl"
-    )
-    limit_option = typer.Option(
-        None, "--limit", help="Import only the first N conversations / questions.", min=1
-    )
-
-    import_help = {
-        "locomo": (
-            "Import LoCoMo: each dialogue turn is stored through Mnemosyne (one session per LoCoMo session); each "
-            "question becomes a case whose relevant ids are the turns named by its evidence. Adversarial questions "
-            "(category 5) have no evidence and are skipped.\n\n"
-            "Example: mnemo-ops eval import locomo locomo10.json --db locomo.db --suite locomo.jsonl"
-        ),
-        "longmemeval": (
-            "Import LongMemEval: each haystack session is stored once through Mnemosyne; each question becomes a case "
-            "whose relevant ids are the has_answer turns of its answer sessions.\n\n"
-            "Example: mnemo-ops eval import longmemeval longmemeval_s.json --db lme.db --suite lme.jsonl"
-        ),
-    }
-
-    def register_import(benchmark: str) -> None:
-        """``eval import <benchmark>``: every importer takes the same arguments."""
-
-        @imports.command(benchmark, help=import_help[benchmark])
-        @handle_errors
-        def import_command(
-            file: str = typer.Argument(..., metavar="FILE"),
-            db: str = db_option,
-            suite: str = out_suite_option,
-            limit: int = limit_option,
-        ) -> None:
-            """Import `benchmark` from FILE into a new database and suite."""
-            _import(benchmark, file, db, suite, limit)
-
-    for benchmark in import_help:
-        register_import(benchmark)
+    for benchmark, help_text in IMPORT_HELP.items():
+        imports.command(benchmark, help=help_text)(import_command)

@@ -91,10 +91,51 @@ def render_suite_explanation(
     console.print("[dim]one question in detail: mnemo-ops why QUESTION --expect ID|TEXT[/]")
 
 
+@handle_errors
+def explain_command(
+    suite: str = typer.Option(
+        None,
+        "--suite",
+        "-s",
+        help="Suite file (default: config, then <state_dir>/eval/suite.jsonl).",
+        metavar="FILE",
+    ),
+    case_ids: list[str] = typer.Option(
+        None, "--case", "-c", help="Only this case (repeat for more).", metavar="ID"
+    ),
+    only: str = typer.Option(
+        None, "--only", help="misses: list only the cases the agent misses.", metavar="WHAT"
+    ),
+) -> None:
+    """Explain, case by case, why the agent was or was not given each expected memory."""
+    if only is not None and only not in ONLY_CHOICES:
+        raise UsageError(f"--only takes {', '.join(ONLY_CHOICES)}, got {only!r}")
+    settings = invocation_state().settings
+    chosen = suite or settings.retrieval_eval.suite
+    path = Path(chosen).expanduser().absolute() if chosen else default_suite_path(settings)
+    loaded = load_suite(path)
+    count = len(case_ids) if case_ids else len(loaded.cases)
+    with ProgressReporter(invocation_state().show_progress).bar("explaining", total=count) as bar:
+        explained = explain_suite(settings, loaded, case_ids or (), progress=bar.advance)
+    only_misses = only == "misses"
+    emit(
+        explained.to_dict(only_misses=only_misses),
+        lambda console: render_suite_explanation(console, explained, only_misses),
+    )
+    if explained.mismatches:
+        invocation_state().err_console.print(
+            f"mnemo-ops: {MISMATCH}: the reproduction differed from the plugin's prefetch for "
+            f"{len(explained.mismatches)} case(s): "
+            + ", ".join(case.case.id for case in explained.mismatches[:5]),
+            markup=False,
+        )
+        raise typer.Exit(1)
+    raise typer.Exit(0)
+
+
 def register(group: typer.Typer) -> None:
     """Add ``explain`` to the ``eval`` command group."""
-
-    @group.command(
+    group.command(
         "explain",
         help=(
             "Why did the agent not remember? For each case of the suite, on a snapshot copy: "
@@ -108,45 +149,4 @@ def register(group: typer.Typer) -> None:
             + "\n\nExample: mnemo-ops eval explain --only misses"
             + "\n\nExample: mnemo-ops --json eval explain --suite suite.jsonl --case proxy"
         ),
-    )
-    @handle_errors
-    def explain_command(
-        suite: str = typer.Option(
-            None,
-            "--suite",
-            "-s",
-            help="Suite file (default: config, then <state_dir>/eval/suite.jsonl).",
-            metavar="FILE",
-        ),
-        case_ids: list[str] = typer.Option(
-            None, "--case", "-c", help="Only this case (repeat for more).", metavar="ID"
-        ),
-        only: str = typer.Option(
-            None, "--only", help="misses: list only the cases the agent misses.", metavar="WHAT"
-        ),
-    ) -> None:
-        if only is not None and only not in ONLY_CHOICES:
-            raise UsageError(f"--only takes {', '.join(ONLY_CHOICES)}, got {only!r}")
-        settings = invocation_state().settings
-        chosen = suite or settings.retrieval_eval.suite
-        path = Path(chosen).expanduser().absolute() if chosen else default_suite_path(settings)
-        loaded = load_suite(path)
-        count = len(case_ids) if case_ids else len(loaded.cases)
-        with ProgressReporter(invocation_state().show_progress).bar(
-            "explaining", total=count
-        ) as bar:
-            explained = explain_suite(settings, loaded, case_ids or (), progress=bar.advance)
-        only_misses = only == "misses"
-        emit(
-            explained.to_dict(only_misses=only_misses),
-            lambda console: render_suite_explanation(console, explained, only_misses),
-        )
-        if explained.mismatches:
-            invocation_state().err_console.print(
-                f"mnemo-ops: {MISMATCH}: the reproduction differed from the plugin's prefetch for "
-                f"{len(explained.mismatches)} case(s): "
-                + ", ".join(case.case.id for case in explained.mismatches[:5]),
-                markup=False,
-            )
-            raise typer.Exit(1)
-        raise typer.Exit(0)
+    )(explain_command)

@@ -97,6 +97,128 @@ def _print_plan(console, plan: HermesPlan, action: str) -> None:
         )
 
 
+# The options several commands share.
+DELIVER_OPTION = typer.Option(
+    None,
+    "--deliver",
+    help="Where Hermes delivers output: local, origin, telegram:<chat>, ... (default: config "
+    "scheduling.hermes.deliver; unset, installed jobs keep theirs and new ones get local).",
+    metavar="TARGET",
+)
+WAIT_OPTION = typer.Option(
+    None,
+    "--wait",
+    help="Seconds to wait for cron/.jobs.lock (default: scheduling.hermes.lock_wait_seconds).",
+    metavar="SECONDS",
+    min=0,
+)
+DRY_RUN_OPTION = typer.Option(
+    False, "--dry-run", "-n", help="Show the diff of jobs.json; change nothing."
+)
+
+
+@handle_errors
+def render_command(deliver: str = DELIVER_OPTION) -> None:
+    """Print the scripts and the jobs.json fields that install would write."""
+    request = _request(deliver, 0)
+    paths = _paths()
+    scripts = {
+        str(paths.script_path(job)): render_script(
+            job, request.command, request.report_since, request.job_flags
+        )
+        for job in request.manifests
+    }
+    entries = [
+        {
+            "job": job,
+            "name": f"{NAME_PREFIX}{job}",
+            "script": script_reference(job),
+            "no_agent": True,
+            "schedule": {"kind": "cron", "expr": manifest.schedule},
+            "deliver": request.deliver or HERMES_DEFAULT_DELIVER,
+            "enabled": job not in request.disabled,
+        }
+        for job, manifest in request.manifests.items()
+    ]
+
+    def text(console) -> None:
+        for path, script in scripts.items():
+            console.file.write(f"# ---- {path}\n{script}\n")
+        for entry in entries:
+            state = "enabled" if entry["enabled"] else "paused (disabled in config)"
+            console.file.write(
+                f"# jobs.json: {entry['name']}: {entry['schedule']['expr']} -> "
+                f"{entry['script']}, deliver {entry['deliver']}, {state}\n"
+            )
+
+    emit({"jobs_file": str(paths.jobs_file), "scripts": scripts, "entries": entries}, text)
+
+
+@handle_errors
+def install_command(
+    deliver: str = DELIVER_OPTION,
+    dry_run: bool = DRY_RUN_OPTION,
+    wait: float = WAIT_OPTION,
+) -> None:
+    """Add or update one Hermes cron job per mnemo-ops job, with its script."""
+    request = _request(deliver, wait)
+    paths = _paths()
+    jobs = [job for job in request.manifests if job not in request.disabled]
+    elsewhere = installed_elsewhere(invocation_state().settings, "hermes", jobs)
+    if dry_run:
+        plan = plan_install(paths, request)
+    else:
+        plan = apply_install(paths, request)
+        record_installed("hermes", jobs)
+    plan.warnings.extend(elsewhere)
+    emit(plan.to_dict(), lambda console: _print_plan(console, plan, "install"))
+
+
+@handle_errors
+def uninstall_command(dry_run: bool = DRY_RUN_OPTION, wait: float = WAIT_OPTION) -> None:
+    """Remove our jobs from jobs.json, and our scripts."""
+    settings = invocation_state().settings
+    paths = _paths()
+    if dry_run:
+        plan = plan_uninstall(paths)
+    else:
+        lock_wait = settings.scheduling.hermes.lock_wait_seconds
+        plan = apply_uninstall(paths, lock_wait if wait is None else wait)
+        record_installed("hermes", [])
+    emit(plan.to_dict(), lambda console: _print_plan(console, plan, "uninstall"))
+
+
+@handle_errors
+def status_command() -> None:
+    """Show our jobs in Hermes' cron, and whether install would change anything."""
+    data = hermes_status(_paths(), _request(None, 0))
+
+    def text(console) -> None:
+        table = results_table(title=f"Hermes cron ({data['jobs_file']})")
+        for column in ("job", "installed", "state", "schedule", "next run", "last run", "last"):
+            table.add_column(column)
+        for row in data["jobs"]:
+            installed = "no"
+            if row["installed"]:
+                installed = "yes" if row["up_to_date"] else "yes (out of date: reinstall)"
+            table.add_row(
+                row["job"],
+                installed,
+                row["state"] or "-",
+                row["schedule"] or "-",
+                row["next_run_at"] or "-",
+                row["last_run_at"] or "-",
+                (row["last_status"] or "-")
+                + (f": {row['last_error']}" if row["last_error"] else ""),
+            )
+        console.print(table)
+        console.print(f"other jobs in jobs.json (not ours): {data['foreign_jobs']}", markup=False)
+        for warning in data["warnings"]:
+            console.print(f"warning: {warning}", markup=False)
+
+    emit(data, text)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``hermes`` command group."""
     hermes_app = command_group(
@@ -107,140 +229,30 @@ def register(app: typer.Typer) -> None:
         "\n\nExample: mnemo-ops hermes install --dry-run",
     )
 
-    deliver_option = typer.Option(
-        None,
-        "--deliver",
-        help="Where Hermes delivers output: local, origin, telegram:<chat>, ... (default: config "
-        "scheduling.hermes.deliver; unset, installed jobs keep theirs and new ones get local).",
-        metavar="TARGET",
-    )
-    wait_option = typer.Option(
-        None,
-        "--wait",
-        help="Seconds to wait for cron/.jobs.lock (default: scheduling.hermes.lock_wait_seconds).",
-        metavar="SECONDS",
-        min=0,
-    )
-    dry_run_option = typer.Option(
-        False, "--dry-run", "-n", help="Show the diff of jobs.json; change nothing."
-    )
-
-    @hermes_app.command(
+    hermes_app.command(
         "render",
         help="Print the scripts and the jobs.json fields that install would write (reads nothing "
         f"of Hermes, writes nothing).\n\n{EXIT_CODES}\n\nExample: mnemo-ops hermes render",
-    )
-    @handle_errors
-    def render_command(deliver: str = deliver_option) -> None:
-        request = _request(deliver, 0)
-        paths = _paths()
-        scripts = {
-            str(paths.script_path(job)): render_script(
-                job, request.command, request.report_since, request.job_flags
-            )
-            for job in request.manifests
-        }
-        entries = [
-            {
-                "job": job,
-                "name": f"{NAME_PREFIX}{job}",
-                "script": script_reference(job),
-                "no_agent": True,
-                "schedule": {"kind": "cron", "expr": manifest.schedule},
-                "deliver": request.deliver or HERMES_DEFAULT_DELIVER,
-                "enabled": job not in request.disabled,
-            }
-            for job, manifest in request.manifests.items()
-        ]
+    )(render_command)
 
-        def text(console) -> None:
-            for path, script in scripts.items():
-                console.file.write(f"# ---- {path}\n{script}\n")
-            for entry in entries:
-                state = "enabled" if entry["enabled"] else "paused (disabled in config)"
-                console.file.write(
-                    f"# jobs.json: {entry['name']}: {entry['schedule']['expr']} -> "
-                    f"{entry['script']}, deliver {entry['deliver']}, {state}\n"
-                )
-
-        emit({"jobs_file": str(paths.jobs_file), "scripts": scripts, "entries": entries}, text)
-
-    @hermes_app.command(
+    hermes_app.command(
         "install",
         help="Add or update one Hermes cron job per mnemo-ops job, with its script, under Hermes' "
         "lock (idempotent; other jobs in jobs.json are never changed). Healthy runs are silent; a "
         "failure is one line, delivered as an alert; the morning report is delivered only when "
         f"something needs you.\n\n{EXIT_CODES}\n\n"
         "Example: mnemo-ops hermes install --deliver telegram:123456 --dry-run",
-    )
-    @handle_errors
-    def install_command(
-        deliver: str = deliver_option,
-        dry_run: bool = dry_run_option,
-        wait: float = wait_option,
-    ) -> None:
-        request = _request(deliver, wait)
-        paths = _paths()
-        jobs = [job for job in request.manifests if job not in request.disabled]
-        elsewhere = installed_elsewhere(invocation_state().settings, "hermes", jobs)
-        if dry_run:
-            plan = plan_install(paths, request)
-        else:
-            plan = apply_install(paths, request)
-            record_installed("hermes", jobs)
-        plan.warnings.extend(elsewhere)
-        emit(plan.to_dict(), lambda console: _print_plan(console, plan, "install"))
+    )(install_command)
 
-    @hermes_app.command(
+    hermes_app.command(
         "uninstall",
         help="Remove our jobs from jobs.json (others stay byte for byte) and our scripts.\n\n"
         f"{EXIT_CODES}\n\nExample: mnemo-ops hermes uninstall --dry-run",
-    )
-    @handle_errors
-    def uninstall_command(dry_run: bool = dry_run_option, wait: float = wait_option) -> None:
-        settings = invocation_state().settings
-        paths = _paths()
-        if dry_run:
-            plan = plan_uninstall(paths)
-        else:
-            lock_wait = settings.scheduling.hermes.lock_wait_seconds
-            plan = apply_uninstall(paths, lock_wait if wait is None else wait)
-            record_installed("hermes", [])
-        emit(plan.to_dict(), lambda console: _print_plan(console, plan, "uninstall"))
+    )(uninstall_command)
 
-    @hermes_app.command(
+    hermes_app.command(
         "status",
         help="Our jobs in Hermes' cron: state, schedule, next and last run, last status, and "
         f"whether install would change anything (read-only).\n\n{EXIT_CODES}\n\n"
         "Example: mnemo-ops hermes status",
-    )
-    @handle_errors
-    def status_command() -> None:
-        data = hermes_status(_paths(), _request(None, 0))
-
-        def text(console) -> None:
-            table = results_table(title=f"Hermes cron ({data['jobs_file']})")
-            for column in ("job", "installed", "state", "schedule", "next run", "last run", "last"):
-                table.add_column(column)
-            for row in data["jobs"]:
-                installed = "no"
-                if row["installed"]:
-                    installed = "yes" if row["up_to_date"] else "yes (out of date: reinstall)"
-                table.add_row(
-                    row["job"],
-                    installed,
-                    row["state"] or "-",
-                    row["schedule"] or "-",
-                    row["next_run_at"] or "-",
-                    row["last_run_at"] or "-",
-                    (row["last_status"] or "-")
-                    + (f": {row['last_error']}" if row["last_error"] else ""),
-                )
-            console.print(table)
-            console.print(
-                f"other jobs in jobs.json (not ours): {data['foreign_jobs']}", markup=False
-            )
-            for warning in data["warnings"]:
-                console.print(f"warning: {warning}", markup=False)
-
-        emit(data, text)
+    )(status_command)

@@ -25,52 +25,54 @@ def _twice_warning(job: str, places: list) -> dict:
     }
 
 
+@handle_errors
+def jobs_command() -> None:
+    """List each job's schedule, last run, status, next run and where it is installed."""
+    settings = invocation_state().settings
+    found = installations(settings)
+    rows = job_table(settings, found)
+    for row in rows:
+        row["installed"] = [item.to_dict() for item in found if item.job == row["job"]]
+    warnings = [_twice_warning(job, places) for job, places in duplicates(found).items()]
+
+    def text(console) -> None:
+        table = results_table(title="mnemo-ops jobs")
+        for column in ("job", "schedule", "last run", "status", "next run", "installed"):
+            table.add_column(column)
+        for row in rows:
+            status = row["last_status"] or "-"
+            if not row["implemented"]:
+                status = "not implemented"
+            elif not row["enabled"]:
+                status = "disabled"
+            elif row["overdue"]:
+                status += " (overdue)"
+            places = [
+                item["scheduler"] + ("" if item["active"] else " (off)")
+                for item in row["installed"]
+            ]
+            table.add_row(
+                row["job"],
+                row["schedule"],
+                row["last_run"] or "never",
+                status,
+                row["next_run"],
+                ", ".join(places) or "-",
+            )
+        console.print(table)
+        for warning in warnings:
+            invocation_state().err_console.print(
+                f"mnemo-ops: warning: {warning['message']}", markup=False
+            )
+
+    emit({"jobs": rows, "warnings": warnings}, text)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``jobs`` command."""
-
-    @app.command(
+    app.command(
         "jobs",
         help="List the jobs with schedule, last run, status, next run and where each is installed "
         "(crontab, Hermes cron, systemd); warns when a job is installed twice for one database.\n\n"
         "Example: mnemo-ops jobs",
-    )
-    @handle_errors
-    def jobs_command() -> None:
-        settings = invocation_state().settings
-        found = installations(settings)
-        rows = job_table(settings, found)
-        for row in rows:
-            row["installed"] = [item.to_dict() for item in found if item.job == row["job"]]
-        warnings = [_twice_warning(job, places) for job, places in duplicates(found).items()]
-
-        def text(console) -> None:
-            table = results_table(title="mnemo-ops jobs")
-            for column in ("job", "schedule", "last run", "status", "next run", "installed"):
-                table.add_column(column)
-            for row in rows:
-                status = row["last_status"] or "-"
-                if not row["implemented"]:
-                    status = "not implemented"
-                elif not row["enabled"]:
-                    status = "disabled"
-                elif row["overdue"]:
-                    status += " (overdue)"
-                places = [
-                    item["scheduler"] + ("" if item["active"] else " (off)")
-                    for item in row["installed"]
-                ]
-                table.add_row(
-                    row["job"],
-                    row["schedule"],
-                    row["last_run"] or "never",
-                    status,
-                    row["next_run"],
-                    ", ".join(places) or "-",
-                )
-            console.print(table)
-            for warning in warnings:
-                invocation_state().err_console.print(
-                    f"mnemo-ops: warning: {warning['message']}", markup=False
-                )
-
-        emit({"jobs": rows, "warnings": warnings}, text)
+    )(jobs_command)

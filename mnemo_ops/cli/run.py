@@ -50,10 +50,66 @@ def _flags_help() -> str:
     return "; ".join(parts)
 
 
+@handle_errors
+def run_command(
+    ctx: typer.Context,
+    job: str = typer.Argument(..., help="The job to run.", metavar="JOB"),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", "-n", help="Change nothing; report what would change."
+    ),
+    force: bool = typer.Option(False, "--force", help="Run even when disabled or not due."),
+    wait: float = typer.Option(
+        0.0,
+        "--wait",
+        help="Wait up to SECONDS for the writer lock.",
+        metavar="SECONDS",
+        min=0,
+    ),
+    option: list[str] = typer.Option(
+        None, "--option", "-o", help="Job option KEY=VALUE (repeatable).", metavar="KEY=VALUE"
+    ),
+) -> None:
+    """Run one job now and render its result; the exit code is the run's."""
+    options = parse_options(option, ctx.args)
+    result = run_job(
+        invocation_state().settings,
+        job,
+        dry_run=dry_run,
+        force=force,
+        wait_s=wait,
+        options=options,
+        show_progress=invocation_state().show_progress,
+    )
+    emit(
+        result.to_dict(),
+        lambda console: render_result(console, result, verbose=invocation_state().verbosity > 0),
+    )
+    if invocation_state().verbosity < 0 and not invocation_state().json:
+        # -q (cron): stdout stays empty; problems still reach stderr, so cron mails only those.
+        for warning in result.warnings:
+            if warning.severity != Severity.INFO:
+                invocation_state().err_console.print(
+                    f"mnemo-ops: {result.job}: {warning.severity}: {warning.code}: {warning.message}",
+                    markup=False,
+                )
+        if result.error and result.status == Status.FAILED:
+            invocation_state().err_console.print(  # one unwrapped line, whatever the terminal width
+                f"mnemo-ops: {result.job} failed: {result.error}", markup=False, soft_wrap=True
+            )
+    elif result.error and result.exit_code == USAGE and not invocation_state().json:
+        # A run refused before it started (exit 2, e.g. the Mnemosyne version check): the same
+        # one line on stderr as any other usage or database error, beside the rendered result.
+        invocation_state().err_console.print(
+            f"mnemo-ops: error: {result.error}", markup=False, soft_wrap=True
+        )
+    if result.status == Status.SKIPPED and result.error and not invocation_state().json:
+        invocation_state().err_console.print(f"mnemo-ops: skipped: {result.error}", markup=False)
+    raise typer.Exit(result.exit_code)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``run`` command."""
-
-    @app.command(
+    app.command(
         "run",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
         help=(
@@ -64,62 +120,4 @@ def register(app: typer.Typer) -> None:
             "75 skipped because another writer holds the lock.\n\n"
             "Example: mnemo-ops run memory-maintain --dry-run"
         ),
-    )
-    @handle_errors
-    def run_command(
-        ctx: typer.Context,
-        job: str = typer.Argument(..., help="The job to run.", metavar="JOB"),
-        dry_run: bool = typer.Option(
-            False, "--dry-run", "-n", help="Change nothing; report what would change."
-        ),
-        force: bool = typer.Option(False, "--force", help="Run even when disabled or not due."),
-        wait: float = typer.Option(
-            0.0,
-            "--wait",
-            help="Wait up to SECONDS for the writer lock.",
-            metavar="SECONDS",
-            min=0,
-        ),
-        option: list[str] = typer.Option(
-            None, "--option", "-o", help="Job option KEY=VALUE (repeatable).", metavar="KEY=VALUE"
-        ),
-    ) -> None:
-        options = parse_options(option, ctx.args)
-        result = run_job(
-            invocation_state().settings,
-            job,
-            dry_run=dry_run,
-            force=force,
-            wait_s=wait,
-            options=options,
-            show_progress=invocation_state().show_progress,
-        )
-        emit(
-            result.to_dict(),
-            lambda console: render_result(
-                console, result, verbose=invocation_state().verbosity > 0
-            ),
-        )
-        if invocation_state().verbosity < 0 and not invocation_state().json:
-            # -q (cron): stdout stays empty; problems still reach stderr, so cron mails only those.
-            for warning in result.warnings:
-                if warning.severity != Severity.INFO:
-                    invocation_state().err_console.print(
-                        f"mnemo-ops: {result.job}: {warning.severity}: {warning.code}: {warning.message}",
-                        markup=False,
-                    )
-            if result.error and result.status == Status.FAILED:
-                invocation_state().err_console.print(  # one unwrapped line, whatever the terminal width
-                    f"mnemo-ops: {result.job} failed: {result.error}", markup=False, soft_wrap=True
-                )
-        elif result.error and result.exit_code == USAGE and not invocation_state().json:
-            # A run refused before it started (exit 2, e.g. the Mnemosyne version check): the same
-            # one line on stderr as any other usage or database error, beside the rendered result.
-            invocation_state().err_console.print(
-                f"mnemo-ops: error: {result.error}", markup=False, soft_wrap=True
-            )
-        if result.status == Status.SKIPPED and result.error and not invocation_state().json:
-            invocation_state().err_console.print(
-                f"mnemo-ops: skipped: {result.error}", markup=False
-            )
-        raise typer.Exit(result.exit_code)
+    )(run_command)

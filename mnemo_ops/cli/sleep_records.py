@@ -8,6 +8,7 @@ two commands over different records: each names a records module (``recorded``, 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
@@ -62,8 +63,93 @@ class RecordsGroup:
         return f"{self.noun[1]}_restored"
 
 
+def records_group(ctx: typer.Context) -> RecordsGroup:
+    """The records group of the command being run: the ``GROUP`` of the module that adds the group
+    the command belongs to (``forgotten``, ``importance``), found by the group's name in the command
+    table."""
+    from mnemo_ops.cli import COMMANDS
+
+    return importlib.import_module(COMMANDS[ctx.parent.command.name].module).GROUP
+
+
+@handle_errors
+def list_command(
+    ctx: typer.Context,
+    night: str = typer.Option(None, "--night", help="Only this night (YYYY-MM-DD)."),
+    show_all: bool = typer.Option(False, "--all", help="Include those already restored."),
+) -> None:
+    """List the records of the group's stage: one line each, with the start of the memory's text."""
+    spec = records_group(ctx)
+    settings = invocation_state().settings
+    connection = database.open_memory_db(settings.db_path, readonly=True)
+    ledger = state.open_state_readonly(settings.state_db_path)
+    try:
+        entries = spec.records.describe(
+            connection, spec.records.recorded(ledger, night=night, include_restored=show_all)
+        )
+    finally:
+        connection.close()
+        if ledger is not None:
+            ledger.close()
+
+    def text(console) -> None:
+        if not entries:
+            console.print(spec.nothing + (f" on the night of {night}" if night else ""))
+            return
+        for entry in entries:
+            preview = (entry["content"] or "").replace("\n", " ")
+            if len(preview) > PREVIEW_CHARS:
+                preview = preview[: PREVIEW_CHARS - 3] + "..."
+            console.print(f"  {spec.line(entry)}  {preview}", markup=False, soft_wrap=True)
+        console.print(
+            f"Put one back with: mnemo-ops {spec.name} restore MEMORY_ID --dry-run "
+            "(or --night NIGHT, or --all)"
+        )
+
+    emit({"db": str(settings.db_path), spec.json_key: entries}, text)
+
+
+@handle_errors
+def restore_command(
+    ctx: typer.Context,
+    memory_ids: list[str] = typer.Argument(None, help="Memory ids to restore.", metavar="ID"),
+    night: str = typer.Option(None, "--night", help="Restore everything of this night."),
+    everything: bool = typer.Option(False, "--all", help="Restore everything recorded."),
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Count; change nothing."),
+    wait: float = typer.Option(
+        0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
+    ),
+) -> None:
+    """Undo the stage's change of the named memories (IDs, --night or --all), under the writer lock."""
+    spec = records_group(ctx)
+    settings = invocation_state().settings
+    memory_ids = list(memory_ids or [])
+    if sum(bool(choice) for choice in (memory_ids, night, everything)) != 1:
+        raise UsageError("name the memories to restore: IDs, or --night NIGHT, or --all")
+    if dry_run:
+        counts, entries = _restore(settings, spec, memory_ids, night, everything, True)
+    else:
+        lock = lock_path_for(settings.state_dir, settings.db_path)
+        with WriterLock(lock, spec.restore_job, wait):
+            counts, entries = _restore(settings, spec, memory_ids, night, everything, False)
+    verb = "would restore" if dry_run else "restored"
+    noun = spec.noun[0] if counts["restored"] == 1 else spec.noun[1]
+    emit(
+        {
+            "dry_run": dry_run,
+            **counts,
+            "memory_ids": [store.split_key(entry["memory_key"])[1] for entry in entries],
+        },
+        lambda console: console.print(
+            f"{verb} {counts['restored']} {noun}; "
+            f"{counts['changed_since']} changed since and left alone"
+        ),
+    )
+
+
 def register_group(app: typer.Typer, spec: RecordsGroup) -> None:
-    """Add `spec`'s ``list`` and ``restore`` commands under its group."""
+    """Add `spec`'s ``list`` and ``restore`` commands under its group (`spec` is the ``GROUP`` of the
+    command module named `spec.name` in the command table: the commands find it there)."""
     group = command_group(app, spec.name, spec.help, plain_help=True)
 
     list_help = (
@@ -76,74 +162,8 @@ def register_group(app: typer.Typer, spec: RecordsGroup) -> None:
         f"\n\nExample: {spec.restore_example}"
     )
 
-    @group.command("list", help=list_help)
-    @handle_errors
-    def list_command(
-        night: str = typer.Option(None, "--night", help="Only this night (YYYY-MM-DD)."),
-        show_all: bool = typer.Option(False, "--all", help="Include those already restored."),
-    ) -> None:
-        settings = invocation_state().settings
-        connection = database.open_memory_db(settings.db_path, readonly=True)
-        ledger = state.open_state_readonly(settings.state_db_path)
-        try:
-            entries = spec.records.describe(
-                connection, spec.records.recorded(ledger, night=night, include_restored=show_all)
-            )
-        finally:
-            connection.close()
-            if ledger is not None:
-                ledger.close()
-
-        def text(console) -> None:
-            if not entries:
-                console.print(spec.nothing + (f" on the night of {night}" if night else ""))
-                return
-            for entry in entries:
-                preview = (entry["content"] or "").replace("\n", " ")
-                if len(preview) > PREVIEW_CHARS:
-                    preview = preview[: PREVIEW_CHARS - 3] + "..."
-                console.print(f"  {spec.line(entry)}  {preview}", markup=False, soft_wrap=True)
-            console.print(
-                f"Put one back with: mnemo-ops {spec.name} restore MEMORY_ID --dry-run "
-                "(or --night NIGHT, or --all)"
-            )
-
-        emit({"db": str(settings.db_path), spec.json_key: entries}, text)
-
-    @group.command("restore", help=restore_help)
-    @handle_errors
-    def restore_command(
-        memory_ids: list[str] = typer.Argument(None, help="Memory ids to restore.", metavar="ID"),
-        night: str = typer.Option(None, "--night", help="Restore everything of this night."),
-        everything: bool = typer.Option(False, "--all", help="Restore everything recorded."),
-        dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Count; change nothing."),
-        wait: float = typer.Option(
-            0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
-        ),
-    ) -> None:
-        settings = invocation_state().settings
-        memory_ids = list(memory_ids or [])
-        if sum(bool(choice) for choice in (memory_ids, night, everything)) != 1:
-            raise UsageError("name the memories to restore: IDs, or --night NIGHT, or --all")
-        if dry_run:
-            counts, entries = _restore(settings, spec, memory_ids, night, everything, True)
-        else:
-            lock = lock_path_for(settings.state_dir, settings.db_path)
-            with WriterLock(lock, spec.restore_job, wait):
-                counts, entries = _restore(settings, spec, memory_ids, night, everything, False)
-        verb = "would restore" if dry_run else "restored"
-        noun = spec.noun[0] if counts["restored"] == 1 else spec.noun[1]
-        emit(
-            {
-                "dry_run": dry_run,
-                **counts,
-                "memory_ids": [store.split_key(entry["memory_key"])[1] for entry in entries],
-            },
-            lambda console: console.print(
-                f"{verb} {counts['restored']} {noun}; "
-                f"{counts['changed_since']} changed since and left alone"
-            ),
-        )
+    group.command("list", help=list_help)(list_command)
+    group.command("restore", help=restore_help)(restore_command)
 
 
 def _restore(settings, spec: RecordsGroup, memory_ids, night, everything, dry_run: bool):

@@ -49,46 +49,46 @@ def collect_status(settings: Settings) -> dict[str, Any]:
     }
 
 
+@handle_errors
+def status_command() -> None:
+    """Show the database, its WAL, row counts, the lock holder and the last runs."""
+    data = collect_status(invocation_state().settings)
+
+    def text(console) -> None:
+        console.print(
+            f"[bold]database[/] {data['db']}  ({data['db_size_bytes']:,} bytes, "
+            f"WAL {data['wal_size_bytes']:,} bytes, {data['journal_mode']} mode)"
+        )
+        counts = Table(show_header=False, box=None, padding=(0, 2))
+        for table_name, count in data["row_counts"].items():
+            counts.add_row(f"  {table_name}", "-" if count is None else f"{count:,}")
+        console.print(counts)
+        console.print(f"[bold]state dir[/] {data['state_dir']}")
+        holder = data["lock_holder"]
+        console.print(
+            f"[bold]writer lock[/] {'held by ' + describe_holder(holder) if holder else 'free'}"
+        )
+        if not data["last_runs"]:
+            console.print("[bold]last runs[/] none recorded yet")
+        for job, info in data["last_runs"].items():
+            console.print(f"  {job}: {info.get('status', '-')} at {info.get('started_at', '-')}")
+        model = data["self_model"]
+        runs = ", ".join(f"{job} {info['total']}" for job, info in model["runs"].items())
+        console.print(f"[bold]runs[/] {runs or 'none'}")
+        console.print(
+            f"[bold]sleeps[/] {model['sleeps']} (last {model['last_sleep'] or 'never'}): "
+            f"{model['memories_archived']} archived, {model['memories_restored']} restored, "
+            f"{model['memories_superseded']} superseded, {model['confirmations']} confirmations, "
+            f"{model['edges_strengthened']} edges strengthened"
+        )
+
+    emit(data, text)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``status`` command."""
-
-    @app.command(
+    app.command(
         "status",
         help="Show the database, WAL size, row counts, lock holder and last runs.\n\n"
         "Example: mnemo-ops --db ~/.hermes/mnemosyne/data/mnemosyne.db status",
-    )
-    @handle_errors
-    def status_command() -> None:
-        data = collect_status(invocation_state().settings)
-
-        def text(console) -> None:
-            console.print(
-                f"[bold]database[/] {data['db']}  ({data['db_size_bytes']:,} bytes, "
-                f"WAL {data['wal_size_bytes']:,} bytes, {data['journal_mode']} mode)"
-            )
-            counts = Table(show_header=False, box=None, padding=(0, 2))
-            for table_name, count in data["row_counts"].items():
-                counts.add_row(f"  {table_name}", "-" if count is None else f"{count:,}")
-            console.print(counts)
-            console.print(f"[bold]state dir[/] {data['state_dir']}")
-            holder = data["lock_holder"]
-            console.print(
-                f"[bold]writer lock[/] {'held by ' + describe_holder(holder) if holder else 'free'}"
-            )
-            if not data["last_runs"]:
-                console.print("[bold]last runs[/] none recorded yet")
-            for job, info in data["last_runs"].items():
-                console.print(
-                    f"  {job}: {info.get('status', '-')} at {info.get('started_at', '-')}"
-                )
-            model = data["self_model"]
-            runs = ", ".join(f"{job} {info['total']}" for job, info in model["runs"].items())
-            console.print(f"[bold]runs[/] {runs or 'none'}")
-            console.print(
-                f"[bold]sleeps[/] {model['sleeps']} (last {model['last_sleep'] or 'never'}): "
-                f"{model['memories_archived']} archived, {model['memories_restored']} restored, "
-                f"{model['memories_superseded']} superseded, {model['confirmations']} confirmations, "
-                f"{model['edges_strengthened']} edges strengthened"
-            )
-
-        emit(data, text)
+    )(status_command)

@@ -70,6 +70,117 @@ def _print_plan(console, plan: systemd.SystemdPlan, action: str) -> None:
         console.print(f"  {'would run' if plan.dry_run else 'ran'}: {command}", markup=False)
 
 
+# The options several commands share.
+USER_OPTION = typer.Option(
+    False, "--user", help="User units (~/.config/systemd/user) instead of system units."
+)
+UNIT_DIR_OPTION = typer.Option(None, "--unit-dir", help="Another unit folder.", metavar="DIR")
+DRY_RUN_OPTION = typer.Option(
+    False, "--dry-run", "-n", help="Show what would change; change nothing."
+)
+NO_SYSTEMCTL_OPTION = typer.Option(
+    False, "--no-systemctl", help="Only write or remove the files; do not call systemctl."
+)
+HOME_OPTION = typer.Option(
+    None,
+    "--home",
+    help="A Hermes home to maintain through the template units (repeatable); without it, "
+    "the plain units serve this configuration's home.",
+    metavar="PATH",
+)
+
+
+@handle_errors
+def render_command(
+    user: bool = USER_OPTION,
+    command: str = typer.Option(
+        None, "--command", help="The program the units run (default: this one)."
+    ),
+) -> None:
+    """Print the unit files rendered from jobs/*.yaml."""
+    units = _units(user, command)
+
+    def text(console) -> None:
+        for unit in units:
+            console.file.write(f"# ---- {unit.name}\n{unit.text}\n")
+
+    emit(
+        {
+            "unit_dir": str(systemd.unit_dir(user, dict(os.environ))),
+            "units": {unit.name: unit.text for unit in units},
+        },
+        text,
+    )
+
+
+@handle_errors
+def install_command(
+    user: bool = USER_OPTION,
+    home: list[str] = HOME_OPTION,
+    unit_dir: str = UNIT_DIR_OPTION,
+    no_systemctl: bool = NO_SYSTEMCTL_OPTION,
+    dry_run: bool = DRY_RUN_OPTION,
+) -> None:
+    """Write the units, reload systemd and enable the timers."""
+    homes = [Path(path).expanduser().absolute() for path in home or []]
+    units = _units(user, None, plain=not homes)
+    jobs = sorted({unit.job for unit in units}, key=JOB_NAMES.index)
+    settings = invocation_state().settings
+
+    def timers_jobs(jobs: list[str]) -> list[str]:
+        return [job for job in jobs if settings.job(job).enabled]
+
+    def timers(enabled: bool) -> list[str]:
+        chosen = [job for job in jobs if settings.job(job).enabled == enabled]
+        if homes:
+            return [systemd.instance_timer(job, path) for path in homes for job in chosen]
+        return [f"{systemd.UNIT_PREFIX}{job}.timer" for job in chosen]
+
+    directory = _directory(user, unit_dir)
+    plan = systemd.plan_install(
+        directory,
+        units,
+        user,
+        enable=timers(True),
+        disable=timers(False),
+        use_systemctl=not no_systemctl,
+        keep_plain=bool(homes),
+    )
+    plan.dry_run = dry_run
+    warnings = [] if homes else installed_elsewhere(settings, "systemd", timers_jobs(jobs))
+    if not dry_run:
+        systemd.check_systemctl(plan, user)
+        systemd.apply_install(plan, units)
+        if not homes:
+            record_installed("systemd", timers_jobs(jobs))
+
+    def text(console) -> None:
+        for warning in warnings:
+            invocation_state().err_console.print(
+                f"mnemo-ops: warning: {warning}", markup=False, soft_wrap=True
+            )
+        _print_plan(console, plan, "install")
+
+    emit({**plan.to_dict(), "warnings": warnings}, text)
+
+
+@handle_errors
+def uninstall_command(
+    user: bool = USER_OPTION,
+    unit_dir: str = UNIT_DIR_OPTION,
+    no_systemctl: bool = NO_SYSTEMCTL_OPTION,
+    dry_run: bool = DRY_RUN_OPTION,
+) -> None:
+    """Disable our timers and remove our unit files."""
+    plan = systemd.plan_uninstall(_directory(user, unit_dir), user, not no_systemctl)
+    plan.dry_run = dry_run
+    if not dry_run:
+        systemd.check_systemctl(plan, user)
+        systemd.apply_uninstall(plan)
+        record_installed("systemd", [])
+    emit(plan.to_dict(), lambda console: _print_plan(console, plan, "uninstall"))
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``systemd`` command group."""
     systemd_app = command_group(
@@ -80,121 +191,21 @@ def register(app: typer.Typer) -> None:
         "Example: mnemo-ops systemd install --user --dry-run",
     )
 
-    user_option = typer.Option(
-        False, "--user", help="User units (~/.config/systemd/user) instead of system units."
-    )
-    unit_dir_option = typer.Option(None, "--unit-dir", help="Another unit folder.", metavar="DIR")
-    dry_run_option = typer.Option(
-        False, "--dry-run", "-n", help="Show what would change; change nothing."
-    )
-    no_systemctl_option = typer.Option(
-        False, "--no-systemctl", help="Only write or remove the files; do not call systemctl."
-    )
-    home_option = typer.Option(
-        None,
-        "--home",
-        help="A Hermes home to maintain through the template units (repeatable); without it, "
-        "the plain units serve this configuration's home.",
-        metavar="PATH",
-    )
-
-    @systemd_app.command(
+    systemd_app.command(
         "render",
         help="Print the unit files (plain and template pairs) rendered from jobs/*.yaml.\n\n"
         f"{EXIT_CODES}\n\nExample: mnemo-ops systemd render --user",
-    )
-    @handle_errors
-    def render_command(
-        user: bool = user_option,
-        command: str = typer.Option(
-            None, "--command", help="The program the units run (default: this one)."
-        ),
-    ) -> None:
-        units = _units(user, command)
+    )(render_command)
 
-        def text(console) -> None:
-            for unit in units:
-                console.file.write(f"# ---- {unit.name}\n{unit.text}\n")
-
-        emit(
-            {
-                "unit_dir": str(systemd.unit_dir(user, dict(os.environ))),
-                "units": {unit.name: unit.text for unit in units},
-            },
-            text,
-        )
-
-    @systemd_app.command(
+    systemd_app.command(
         "install",
         help="Write the units (idempotent; other units in the folder are never touched), reload "
         "systemd and enable the timers (of this home, or of each --home).\n\n"
         f"{EXIT_CODES}\n\nExample: mnemo-ops systemd install --user --dry-run",
-    )
-    @handle_errors
-    def install_command(
-        user: bool = user_option,
-        home: list[str] = home_option,
-        unit_dir: str = unit_dir_option,
-        no_systemctl: bool = no_systemctl_option,
-        dry_run: bool = dry_run_option,
-    ) -> None:
-        homes = [Path(path).expanduser().absolute() for path in home or []]
-        units = _units(user, None, plain=not homes)
-        jobs = sorted({unit.job for unit in units}, key=JOB_NAMES.index)
-        settings = invocation_state().settings
+    )(install_command)
 
-        def timers_jobs(jobs: list[str]) -> list[str]:
-            return [job for job in jobs if settings.job(job).enabled]
-
-        def timers(enabled: bool) -> list[str]:
-            chosen = [job for job in jobs if settings.job(job).enabled == enabled]
-            if homes:
-                return [systemd.instance_timer(job, path) for path in homes for job in chosen]
-            return [f"{systemd.UNIT_PREFIX}{job}.timer" for job in chosen]
-
-        directory = _directory(user, unit_dir)
-        plan = systemd.plan_install(
-            directory,
-            units,
-            user,
-            enable=timers(True),
-            disable=timers(False),
-            use_systemctl=not no_systemctl,
-            keep_plain=bool(homes),
-        )
-        plan.dry_run = dry_run
-        warnings = [] if homes else installed_elsewhere(settings, "systemd", timers_jobs(jobs))
-        if not dry_run:
-            systemd.check_systemctl(plan, user)
-            systemd.apply_install(plan, units)
-            if not homes:
-                record_installed("systemd", timers_jobs(jobs))
-
-        def text(console) -> None:
-            for warning in warnings:
-                invocation_state().err_console.print(
-                    f"mnemo-ops: warning: {warning}", markup=False, soft_wrap=True
-                )
-            _print_plan(console, plan, "install")
-
-        emit({**plan.to_dict(), "warnings": warnings}, text)
-
-    @systemd_app.command(
+    systemd_app.command(
         "uninstall",
         help="Disable our timers (plain and every instance) and remove our unit files; other units "
         f"stay byte for byte.\n\n{EXIT_CODES}\n\nExample: mnemo-ops systemd uninstall --user",
-    )
-    @handle_errors
-    def uninstall_command(
-        user: bool = user_option,
-        unit_dir: str = unit_dir_option,
-        no_systemctl: bool = no_systemctl_option,
-        dry_run: bool = dry_run_option,
-    ) -> None:
-        plan = systemd.plan_uninstall(_directory(user, unit_dir), user, not no_systemctl)
-        plan.dry_run = dry_run
-        if not dry_run:
-            systemd.check_systemctl(plan, user)
-            systemd.apply_uninstall(plan)
-            record_installed("systemd", [])
-        emit(plan.to_dict(), lambda console: _print_plan(console, plan, "uninstall"))
+    )(uninstall_command)

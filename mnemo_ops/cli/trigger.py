@@ -55,6 +55,114 @@ def _print_status(console, data: dict[str, Any]) -> None:
     )
 
 
+@handle_errors
+def install_command(
+    owner: str = typer.Option(
+        None, "--owner", help="owner_id of the promoted facts.", metavar="OWNER"
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", "-n", help="Say what would change; change nothing."
+    ),
+    wait: float = typer.Option(
+        0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
+    ),
+) -> None:
+    """Install (or upgrade) the canonical promotion trigger."""
+    settings = invocation_state().settings
+    chosen_owner = trigger.check_owner(owner if owner is not None else settings.owner)
+    if dry_run:
+        connection = database.open_memory_db(settings.db_path, readonly=True)
+        try:
+            action = trigger.plan_install(connection, chosen_owner)
+        finally:
+            connection.close()
+    else:
+        with WriterLock(
+            lock_path_for(settings.state_dir, settings.db_path), "trigger-install", wait
+        ):
+            connection = database.open_memory_db(settings.db_path)
+            try:
+                action = trigger.install(connection, chosen_owner)
+            finally:
+                connection.close()
+    data = {
+        "action": action,
+        "dry_run": dry_run,
+        "owner": chosen_owner,
+        "version": trigger.TRIGGER_VERSION,
+        "db": str(settings.db_path),
+    }
+    verb = {
+        "installed": "installed",
+        "unchanged": "already installed (unchanged)",
+        "replaced": "replaced the previous installation",
+    }[action]
+    emit(
+        data,
+        lambda console: console.print(
+            f"{'would be ' if dry_run and action != 'unchanged' else ''}{verb}: canonical promotion trigger "
+            f"v{trigger.TRIGGER_VERSION} for owner {chosen_owner!r}",
+            markup=False,
+        ),
+    )
+
+
+@handle_errors
+def uninstall_command(
+    dry_run: bool = typer.Option(
+        False, "--dry-run", "-n", help="Say what would be removed; change nothing."
+    ),
+    wait: float = typer.Option(
+        0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
+    ),
+) -> None:
+    """Remove the canonical promotion trigger."""
+    settings = invocation_state().settings
+    if dry_run:
+        connection = database.open_memory_db(settings.db_path, readonly=True)
+        try:
+            current = trigger.status(connection)
+        finally:
+            connection.close()
+        removed = current.triggers + ([trigger.INDEX_NAME] if current.index else [])
+    else:
+        with WriterLock(
+            lock_path_for(settings.state_dir, settings.db_path), "trigger-uninstall", wait
+        ):
+            connection = database.open_memory_db(settings.db_path)
+            try:
+                removed = trigger.uninstall(connection)
+            finally:
+                connection.close()
+    data = {"removed": removed, "dry_run": dry_run, "db": str(settings.db_path)}
+    emit(
+        data,
+        lambda console: console.print(
+            (
+                "nothing to remove: the trigger is not installed"
+                if not removed
+                else f"{'would remove' if dry_run else 'removed'}: {', '.join(removed)}"
+            ),
+            markup=False,
+        ),
+    )
+
+
+@handle_errors
+def status_command() -> None:
+    """Show whether the trigger is installed, its version and owner, and the auto facts."""
+    settings = invocation_state().settings
+    connection = database.open_memory_db(settings.db_path, readonly=True)
+    try:
+        current = trigger.status(connection)
+        data = current.to_dict()
+        data.update(_lineage_counts(connection, current.owner or settings.owner))
+    finally:
+        connection.close()
+    data["db"] = str(settings.db_path)
+    emit(data, lambda console: _print_status(console, data))
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``trigger`` command group."""
     group = command_group(
@@ -64,7 +172,7 @@ def register(app: typer.Typer) -> None:
         "Example: mnemo-ops trigger install --owner dana",
     )
 
-    @group.command(
+    group.command(
         "install",
         help=(
             f"Install (or upgrade) the canonical promotion trigger, idempotently. {RULES}\n\n"
@@ -72,120 +180,21 @@ def register(app: typer.Typer) -> None:
             "'default'. Exit codes: 0 ok, 2 database or usage problem, 75 another writer holds the lock.\n\n"
             "Example: mnemo-ops trigger install --owner dana --dry-run"
         ),
-    )
-    @handle_errors
-    def install_command(
-        owner: str = typer.Option(
-            None, "--owner", help="owner_id of the promoted facts.", metavar="OWNER"
-        ),
-        dry_run: bool = typer.Option(
-            False, "--dry-run", "-n", help="Say what would change; change nothing."
-        ),
-        wait: float = typer.Option(
-            0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
-        ),
-    ) -> None:
-        settings = invocation_state().settings
-        chosen_owner = trigger.check_owner(owner if owner is not None else settings.owner)
-        if dry_run:
-            connection = database.open_memory_db(settings.db_path, readonly=True)
-            try:
-                action = trigger.plan_install(connection, chosen_owner)
-            finally:
-                connection.close()
-        else:
-            with WriterLock(
-                lock_path_for(settings.state_dir, settings.db_path), "trigger-install", wait
-            ):
-                connection = database.open_memory_db(settings.db_path)
-                try:
-                    action = trigger.install(connection, chosen_owner)
-                finally:
-                    connection.close()
-        data = {
-            "action": action,
-            "dry_run": dry_run,
-            "owner": chosen_owner,
-            "version": trigger.TRIGGER_VERSION,
-            "db": str(settings.db_path),
-        }
-        verb = {
-            "installed": "installed",
-            "unchanged": "already installed (unchanged)",
-            "replaced": "replaced the previous installation",
-        }[action]
-        emit(
-            data,
-            lambda console: console.print(
-                f"{'would be ' if dry_run and action != 'unchanged' else ''}{verb}: canonical promotion trigger "
-                f"v{trigger.TRIGGER_VERSION} for owner {chosen_owner!r}",
-                markup=False,
-            ),
-        )
+    )(install_command)
 
-    @group.command(
+    group.command(
         "uninstall",
         help=(
             "Remove the canonical promotion trigger (only mnemo-ops' own triggers and index; canonical facts "
             "already promoted stay). Exit codes: 0 ok, 2 database problem, 75 another writer holds the lock.\n\n"
             "Example: mnemo-ops trigger uninstall"
         ),
-    )
-    @handle_errors
-    def uninstall_command(
-        dry_run: bool = typer.Option(
-            False, "--dry-run", "-n", help="Say what would be removed; change nothing."
-        ),
-        wait: float = typer.Option(
-            0.0, "--wait", help="Wait up to SECONDS for the writer lock.", metavar="SECONDS"
-        ),
-    ) -> None:
-        settings = invocation_state().settings
-        if dry_run:
-            connection = database.open_memory_db(settings.db_path, readonly=True)
-            try:
-                current = trigger.status(connection)
-            finally:
-                connection.close()
-            removed = current.triggers + ([trigger.INDEX_NAME] if current.index else [])
-        else:
-            with WriterLock(
-                lock_path_for(settings.state_dir, settings.db_path), "trigger-uninstall", wait
-            ):
-                connection = database.open_memory_db(settings.db_path)
-                try:
-                    removed = trigger.uninstall(connection)
-                finally:
-                    connection.close()
-        data = {"removed": removed, "dry_run": dry_run, "db": str(settings.db_path)}
-        emit(
-            data,
-            lambda console: console.print(
-                (
-                    "nothing to remove: the trigger is not installed"
-                    if not removed
-                    else f"{'would remove' if dry_run else 'removed'}: {', '.join(removed)}"
-                ),
-                markup=False,
-            ),
-        )
+    )(uninstall_command)
 
-    @group.command(
+    group.command(
         "status",
         help=(
             "Show whether the trigger is installed, its version and owner, and how many auto facts exist.\n\n"
             "Example: mnemo-ops --json trigger status"
         ),
-    )
-    @handle_errors
-    def status_command() -> None:
-        settings = invocation_state().settings
-        connection = database.open_memory_db(settings.db_path, readonly=True)
-        try:
-            current = trigger.status(connection)
-            data = current.to_dict()
-            data.update(_lineage_counts(connection, current.owner or settings.owner))
-        finally:
-            connection.close()
-        data["db"] = str(settings.db_path)
-        emit(data, lambda console: _print_status(console, data))
+    )(status_command)

@@ -98,10 +98,43 @@ def render_question(console: Console, explained: QuestionExplanation) -> None:
         )
 
 
+@handle_errors
+def why_command(
+    question: str = typer.Argument(..., metavar="QUESTION", help="The question, as asked."),
+    expect: list[str] = typer.Option(
+        None,
+        "--expect",
+        "-e",
+        help="A memory that should come back: its id, or a text it contains (repeatable).",
+        metavar="ID|TEXT",
+    ),
+    session: str = typer.Option(
+        None,
+        "--session",
+        help="The Hermes session key the question is asked in (telegram-42; default: the "
+        "latest conversation).",
+        metavar="KEY",
+    ),
+) -> None:
+    """Explain what the agent would be given for QUESTION, and why each --expect is missing."""
+    settings = invocation_state().settings
+    with ProgressReporter(invocation_state().show_progress).bar("explaining", total=1) as bar:
+        explained = explain_question(
+            settings, question, expect or (), session, progress=bar.advance
+        )
+    emit(explained.to_dict(), lambda console: render_question(console, explained))
+    if explained.explanation.mismatch:
+        invocation_state().err_console.print(
+            f"mnemo-ops: {MISMATCH}: the reproduction differed from the plugin's prefetch",
+            markup=False,
+        )
+        raise typer.Exit(1)
+    raise typer.Exit(0)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``why`` command."""
-
-    @app.command(
+    app.command(
         "why",
         help=(
             "What the agent would be given for one question, on a snapshot copy: the lines the "
@@ -116,35 +149,4 @@ def register(app: typer.Typer) -> None:
             'Example: mnemo-ops --json why "Where did Ines move?" --expect 3f9c0a1b2c3d4e5f '
             "--session telegram-42"
         ),
-    )
-    @handle_errors
-    def why_command(
-        question: str = typer.Argument(..., metavar="QUESTION", help="The question, as asked."),
-        expect: list[str] = typer.Option(
-            None,
-            "--expect",
-            "-e",
-            help="A memory that should come back: its id, or a text it contains (repeatable).",
-            metavar="ID|TEXT",
-        ),
-        session: str = typer.Option(
-            None,
-            "--session",
-            help="The Hermes session key the question is asked in (telegram-42; default: the "
-            "latest conversation).",
-            metavar="KEY",
-        ),
-    ) -> None:
-        settings = invocation_state().settings
-        with ProgressReporter(invocation_state().show_progress).bar("explaining", total=1) as bar:
-            explained = explain_question(
-                settings, question, expect or (), session, progress=bar.advance
-            )
-        emit(explained.to_dict(), lambda console: render_question(console, explained))
-        if explained.explanation.mismatch:
-            invocation_state().err_console.print(
-                f"mnemo-ops: {MISMATCH}: the reproduction differed from the plugin's prefetch",
-                markup=False,
-            )
-            raise typer.Exit(1)
-        raise typer.Exit(0)
+    )(why_command)
