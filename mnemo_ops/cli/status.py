@@ -25,6 +25,7 @@ def collect_status(settings: Settings) -> dict[str, Any]:
     connection = database.open_memory_db(settings.db_path, readonly=True)
     try:
         counts = database.row_counts(connection)
+        importance = database.importance_distribution(connection)
         journal_mode = connection.execute("PRAGMA journal_mode").fetchone()[0]
     finally:
         connection.close()
@@ -42,6 +43,7 @@ def collect_status(settings: Settings) -> dict[str, Any]:
         "wal_size_bytes": _size(Path(f"{settings.db_path}-wal")) or 0,
         "journal_mode": journal_mode,
         "row_counts": counts,
+        "importance": importance,
         "state_dir": str(settings.state_dir),
         "lock_holder": holder,
         "last_runs": last,
@@ -63,6 +65,13 @@ def status_command() -> None:
         for table_name, count in data["row_counts"].items():
             counts.add_row(f"  {table_name}", "-" if count is None else f"{count:,}")
         console.print(counts)
+        spread = data["importance"]
+        if spread["rows"]:
+            bands = ", ".join(f"{band} {count:,}" for band, count in spread["bands"].items())
+            console.print(
+                f"[bold]importance[/] {bands} ({spread['at_or_above_cut']:.0%} at or above the "
+                "plugin's 0.65 cut)"
+            )
         console.print(f"[bold]state dir[/] {data['state_dir']}")
         holder = data["lock_holder"]
         console.print(

@@ -143,6 +143,36 @@ def row_counts(
     return counts
 
 
+IMPORTANCE_BANDS = ((0.0, 0.3), (0.3, 0.5), (0.5, 0.65), (0.65, 0.8), (0.8, 1.01))
+"""Importance bands for `importance_distribution`: 0.65 is the Hermes plugin's cut (a recalled row
+below it is dropped when its score is low), 0.5 what the plugin gives a user turn."""
+
+
+def importance_distribution(connection: apsw.Connection) -> dict[str, Any]:
+    """How the current working memories' importance is spread: the count per band, and the share at
+    or above the plugin's cut (importance ranks only when not nearly every row has it)."""
+    if "working_memory" not in table_names(connection):
+        return {"rows": 0, "bands": {}, "at_or_above_cut": 0.0}
+    cases = " ".join(
+        f"WHEN importance < {high} THEN '{low:.2f}-{min(high, 1.0):.2f}'"
+        for low, high in IMPORTANCE_BANDS
+    )
+    bands = {f"{low:.2f}-{min(high, 1.0):.2f}": 0 for low, high in IMPORTANCE_BANDS}
+    for band, count in connection.execute(
+        f"SELECT CASE {cases} END, count(*) FROM working_memory "
+        "WHERE valid_until IS NULL AND (superseded_by IS NULL OR superseded_by = '') "
+        "AND importance IS NOT NULL GROUP BY 1"
+    ):
+        bands[band] = count
+    rows = sum(bands.values())
+    high = sum(count for band, count in bands.items() if float(band.split("-")[0]) >= 0.65)
+    return {
+        "rows": rows,
+        "bands": bands,
+        "at_or_above_cut": round(high / rows, 4) if rows else 0.0,
+    }
+
+
 def column_names(connection: apsw.Connection, table: str) -> list[str]:
     """Column names of `table` (empty when the table does not exist)."""
     return [row[1] for row in connection.execute(f'PRAGMA table_info("{table}")')]

@@ -16,6 +16,12 @@ source ``conversation`` below it that has proved worth keeping, by one of two ki
   favourite"). Chatter, greetings and short acknowledgements carry none of these.
 - ``restated``: the reinforcement stage found the user restating it (a confirmation).
 
+The value given ranks: ``importance_raise_to`` for a statement naming one specific thing, and
+``GRADE_STEP`` (0.04) more for each further item it names (up to three) and for each use (a
+restatement, or the agent's recall having returned it: Mnemosyne's ``recall_count``; up to two),
+so a row that names a person, a place and a date and keeps being recalled ranks above a passing
+mention, and importance is not one value nearly every user turn has.
+
 Nothing is lowered: below 0.65 the plugin's cut does not look at importance, so lowering chatter
 would change only a 0.05 weight of its sort key.
 
@@ -31,12 +37,11 @@ from where the last run stopped.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import apsw
 
-from mnemo_ops.database import transactions
+from mnemo_ops.database import facts, transactions
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.jobs.evening_batch.sleep import store
 from mnemo_ops.jobs.evening_batch.sleep.context import SleepRun
@@ -52,31 +57,29 @@ WRITE_BATCH = 200
 """Raises per write transaction."""
 CURSOR = "importance-scan"
 
-_NUMBER = re.compile(r"\d")
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}")
-_DATE_WORDS = (
-    "yesterday tomorrow tonight ago last next monday tuesday wednesday thursday friday saturday "
-    "sunday january february march april may june july august september october november december "
-    "week weekend month year"
-)
-_DATE = re.compile(r"\b(" + "|".join(_DATE_WORDS.split()) + r")\b", re.IGNORECASE)
-_TASTE = re.compile(
-    r"\b(i|we)\s+(really\s+|honestly\s+|absolutely\s+|just\s+|truly\s+)?"
-    r"(prefer|love|like|hate|dislike|enjoy|adore|can't stand|cannot stand|don't like|"
-    r"do not like|am allergic|'m allergic)\b|\bmy (favourite|favorite)\b",
-    re.IGNORECASE,
-)
 FACT_WORDS = 5
 TASTE_WORDS = 4
+GRADE_STEP = 0.04
+"""Importance added per further specific item a statement names, and per use."""
+GRADE_ITEMS = 3
+GRADE_USES = 2
 
 
 def states_a_fact(content: str) -> bool:
     """True when a user turn's text states a fact about the user or their world (module docstring)."""
-    body = content[len(USER_PREFIX) :] if content.startswith(USER_PREFIX) else content
-    words = len(body.split())
-    if words >= FACT_WORDS and (_NUMBER.search(body) or _DATE.search(body) or _NAME.search(body)):
+    text = facts.body(content)
+    words = len(text.split())
+    items = facts.fact_items(text)
+    if words >= FACT_WORDS and any(not item.startswith("taste:") for item in items):
         return True
-    return words >= TASTE_WORDS and _TASTE.search(body) is not None
+    return words >= TASTE_WORDS and any(item.startswith("taste:") for item in items)
+
+
+def graded(raise_to: float, content: str, uses: int) -> float:
+    """The importance a raised row gets: `raise_to`, plus `GRADE_STEP` per further specific item
+    (up to `GRADE_ITEMS`) and per use (up to `GRADE_USES`), never above 1."""
+    further = max(0, min(facts.specificity(content), GRADE_ITEMS) - 1)
+    return round(min(1.0, raise_to + GRADE_STEP * (further + min(uses, GRADE_USES))), 4)
 
 
 def raise_importance(run: SleepRun) -> dict[str, Any]:
@@ -89,7 +92,7 @@ def raise_importance(run: SleepRun) -> dict[str, Any]:
         recorded = _recorded_keys(state_db)
         quota = options.importance_rows_per_run
         planned = _restated(run, state_db, connection, recorded, quota)
-        recorded.update(key for key, _, _ in planned)
+        recorded.update(key for key, _, _, _ in planned)
         cursor, found, scanned = _scan_new_rows(run, state_db, connection, recorded, quota)
         planned.extend(found[: max(0, quota - len(planned))])
         _plan(run, state_db, planned, cursor)
@@ -103,11 +106,15 @@ def raise_importance(run: SleepRun) -> dict[str, Any]:
         "raised": raised,
         "given_up": leftover["given_up"] + written["given_up"],
         "planned_by_reason": {
-            reason: sum(1 for _, why, _ in planned if why == reason)
+            reason: sum(1 for _, why, _, _ in planned if why == reason)
             for reason in (STATES_A_FACT, RESTATED)
         },
         "rows_scanned": scanned,
         "raise_to": options.importance_raise_to,
+        "raised_to": {
+            f"{value:.2f}": sum(1 for *_, planned_value in planned if planned_value == value)
+            for value in sorted({planned_value for *_, planned_value in planned})
+        },
     }
 
 
@@ -128,24 +135,32 @@ def _candidate(row, raise_to: float) -> bool:
 
 def _restated(run, state_db, connection, recorded: set[str], quota: int) -> list[tuple]:
     """Confirmed originals not raised yet: (memory key, reason, importance before)."""
-    keys = [
-        row[0]
+    confirmations = {
+        row[0]: row[1]
         for row in state_db.conn.execute(
-            f"SELECT memory_key FROM {store.MEMORIES} WHERE confirmations > 0 AND live = 1 "
-            "AND memory_key LIKE 'w:%' ORDER BY memory_key"
+            f"SELECT memory_key, confirmations FROM {store.MEMORIES} WHERE confirmations > 0 "
+            "AND live = 1 AND memory_key LIKE 'w:%' ORDER BY memory_key"
         )
         if row[0] not in recorded
-    ]
+    }
+    raise_to = run.options.importance_raise_to
     found = []
-    for batch in store.chunks(keys):
+    for batch in store.chunks(sorted(confirmations)):
         ids = [store.split_key(key)[1] for key in batch]
-        for memory_id, *fields in connection.execute(
-            "SELECT id, content, source, importance, valid_until FROM working_memory "
-            f"WHERE id IN ({','.join('?' * len(ids))})",
+        for memory_id, recall_count, *fields in connection.execute(
+            "SELECT id, coalesce(recall_count, 0), content, source, importance, valid_until "
+            f"FROM working_memory WHERE id IN ({','.join('?' * len(ids))})",
             ids,
         ):
-            if _candidate(fields, run.options.importance_raise_to) and len(found) < quota:
-                found.append((store.key_of(store.WORKING, memory_id), RESTATED, fields[2]))
+            key = store.key_of(store.WORKING, memory_id)
+            # A restated greeting is still chatter: only a row that says something is raised.
+            if (
+                _candidate(fields, raise_to)
+                and facts.carries_fact(fields[0])
+                and len(found) < quota
+            ):
+                uses = confirmations[key] + (recall_count > 0)
+                found.append((key, RESTATED, fields[2], graded(raise_to, fields[0], uses)))
     return found
 
 
@@ -160,18 +175,19 @@ def _scan_new_rows(run, state_db, connection, recorded: set[str], quota: int):
     raise_to = run.options.importance_raise_to
     while len(found) < quota:
         rows = connection.execute(
-            "SELECT rowid, id, content, source, importance, valid_until FROM working_memory "
-            "WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            "SELECT rowid, id, coalesce(recall_count, 0), content, source, importance, valid_until "
+            "FROM working_memory WHERE rowid > ? ORDER BY rowid LIMIT ?",
             (cursor, SCAN_BATCH),
         ).fetchall()
         if not rows:
             break
-        for rowid, memory_id, *fields in rows:
+        for rowid, memory_id, recall_count, *fields in rows:
             cursor = rowid
             scanned += 1
             key = store.key_of(store.WORKING, memory_id)
             if key not in recorded and _candidate(fields, raise_to) and states_a_fact(fields[0]):
-                found.append((key, STATES_A_FACT, fields[2]))
+                value = graded(raise_to, fields[0], int(recall_count > 0))
+                found.append((key, STATES_A_FACT, fields[2], value))
                 if len(found) >= quota:
                     break
     return cursor, found, scanned
@@ -185,8 +201,8 @@ def _plan(run: SleepRun, state_db, planned: list[tuple], cursor: int) -> None:
             f"INSERT OR IGNORE INTO {store.IMPORTANCE} (memory_key, reason, night, "
             "importance_before, importance_after, recorded_at) VALUES (?, ?, ?, ?, ?, ?)",
             [
-                (key, reason, run.night.key, before, run.options.importance_raise_to, now)
-                for key, reason, before in planned
+                (key, reason, run.night.key, before, value, now)
+                for key, reason, before, value in planned
             ],
         )
         state_db.conn.execute(

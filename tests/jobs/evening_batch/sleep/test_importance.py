@@ -16,6 +16,7 @@ from freezegun import freeze_time
 from devtools.samples import hermes_conversations
 from mnemo_ops import jobs
 from mnemo_ops.core import runner, state
+from mnemo_ops.database import facts
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine
 from mnemo_ops.evaluation.evaluate import evaluate
 from mnemo_ops.evaluation.suite import load_suite
@@ -109,9 +110,22 @@ def test_only_the_users_statements_are_raised_and_each_is_recorded_first(home, t
     assert dry.changes["importance_raised"] == len(changed)  # the dry run counted the same
     rows = dict(query(home.db_path, "SELECT id, content FROM working_memory"))
     sources = dict(query(home.db_path, "SELECT id, source FROM working_memory"))
+    reasons = {store.split_key(r["memory_key"])[1]: r["reason"] for r in _records(home)}
     for memory_id in changed:
         assert rows[memory_id].startswith("[USER] ") and sources[memory_id] == "conversation"
-        assert (before[memory_id], after[memory_id]) == (0.5, 0.7)
+        assert before[memory_id] == 0.5 and after[memory_id] >= 0.7
+        assert not facts.is_chatter(rows[memory_id])  # a restated greeting is not raised
+        if reasons[memory_id] == importance.STATES_A_FACT:
+            assert after[memory_id] == importance.graded(0.7, rows[memory_id], 0)
+    # Importance ranks: more than one value is given, and at most half of the rows are raised.
+    assert len({after[memory_id] for memory_id in changed}) > 1
+    assert len(changed) <= len(rows) / 2
+    status = json.loads(run_cli(home, "--json", "status").stdout)["importance"]
+    assert status["rows"] == len(rows)
+    assert sum(status["bands"].values()) == len(rows)
+    assert status["at_or_above_cut"] == pytest.approx(
+        sum(1 for value in after.values() if value >= 0.65) / len(rows), abs=1e-4
+    )
     untouched = [memory_id for memory_id, text in rows.items() if text.startswith("[ASSISTANT]")]
     assert untouched and all(after[memory_id] == before[memory_id] for memory_id in untouched)
     chatter = [i for i, text in rows.items() if text.startswith("[USER] ") and i not in changed]
@@ -170,7 +184,10 @@ def test_restore_puts_back_exactly_what_was_raised(home, tmp_path):
     assert statuses[raised[0]] == "changed-since" and statuses[raised[1]] == "raised"
     dry = json.loads(run_cli(home, "--json", "importance", "restore", "--all", "-n").stdout)
     assert dry["restored"] == len(raised) - 1 and dry["changed_since"] == 1
-    assert _importance(home.db_path)[raised[1]] == 0.7  # the dry run changed nothing
+    raised_to = {store.split_key(r["memory_key"])[1]: r["importance_after"] for r in _records(home)}
+    assert (
+        _importance(home.db_path)[raised[1]] == raised_to[raised[1]]
+    )  # the dry run changed nothing
     done = run_cli(home, "--json", "importance", "restore", "--all")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["restored"] == len(raised) - 1
