@@ -115,8 +115,8 @@ COMMANDS: dict[str, Command] = {
     ),
     "eval": Command(
         "mnemo_ops.cli.eval",
-        "Retrieval eval: run a suite against recall, write baselines, compare results, import "
-        "benchmarks.",
+        "Retrieval eval: build a starter suite, run a suite against recall, write baselines, "
+        "compare results, import benchmarks.",
     ),
     "quarantine": Command(
         "mnemo_ops.cli.quarantine",

@@ -1,7 +1,9 @@
-"""``mnemo-ops eval run|baseline|compare|explain|import``: the retrieval eval and the deploy gate.
+"""``mnemo-ops eval init|run|baseline|compare|explain|import``: the retrieval eval and the deploy gate.
 
-``eval run`` and ``eval baseline`` go through the runner as the ``retrieval-eval`` job (so they get
-the result contract, the ledger row and monitoring); ``eval import`` builds a Mnemosyne database
+``eval init`` (``cli/eval_init``) builds a starter suite from the user's own memory and its first
+baseline; ``eval run`` and ``eval baseline`` go through the runner as the ``retrieval-eval`` job (so they get
+the result contract, the ledger row and monitoring; a file named by a flag that is not there exits
+2 before the run starts and leaves no ledger row); ``eval import`` builds a Mnemosyne database
 and a suite from a LoCoMo or LongMemEval file; ``eval compare`` sets two results side by side
 (the current Mnemosyne's baseline and an upgrade candidate's run); ``eval explain``
 (``cli/eval_explain``) says why each case's memory was or was not given to the agent.
@@ -15,15 +17,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from mnemo_ops.cli import eval_explain
+from mnemo_ops.cli import eval_explain, eval_init
 from mnemo_ops.cli.common import command_group, emit, handle_errors, invocation_state
 from mnemo_ops.cli.render import render_result
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.jobs import run_job
 
 EXIT_CODES = (
-    "Exit codes: 0 no regression, 1 recall regressed below the baseline (or the eval failed), "
-    "2 usage/config problem (including a suite that no longer matches the baseline's sha256)."
+    "Exit codes: 0 no regression, 1 recall regressed below the baseline, the eval failed, or there "
+    "is no suite at its place (mnemo-ops eval init builds one; --allow-no-suite lets it pass), "
+    "2 usage/config problem: a --suite/--baseline/--python that is not there or not usable (no run "
+    "is recorded for it), or a suite that no longer matches the baseline's sha256."
 )
 
 
@@ -197,19 +201,25 @@ def run_command(
     ratchet: bool = typer.Option(
         False, "--ratchet", help="Raise the baseline when no metric fell and one rose."
     ),
+    allow_no_suite: bool = typer.Option(
+        False,
+        "--allow-no-suite",
+        help="No suite at its place yet is a warning and exit 0, not a failure (exit 1).",
+    ),
     python: str = PYTHON_OPTION,
     dry_run: bool = typer.Option(
         False, "--dry-run", "-n", help="Record nothing, write no baseline."
     ),
 ) -> None:
-    """Run the suite and compare it with the baseline; exit 1 on a regression."""
+    """Run the suite and compare it with the baseline; exit 1 on a regression or with no suite."""
     options = {
-        "suite": suite,
-        "baseline": baseline,
+        "suite": _absolute(suite),
+        "baseline": _absolute(baseline),
         "engine": engine,
         "k": k,
         "allow_suite_change": allow_suite_change,
         "ratchet": ratchet,
+        "allow_no_suite": allow_no_suite,
         "python": _absolute(python),
     }
     result = run_job(
@@ -225,7 +235,11 @@ def run_command(
 @handle_errors
 def baseline_command(
     out: str = typer.Option(
-        ..., "--out", help="Where to write the baseline (JSON).", metavar="FILE"
+        None,
+        "--out",
+        help="Where to write the baseline (JSON; default: config, then "
+        "<state_dir>/eval/baseline.json, where eval run and the scheduled job read it).",
+        metavar="FILE",
     ),
     suite: str = SUITE_OPTION,
     engine: str = ENGINE_OPTION,
@@ -234,11 +248,14 @@ def baseline_command(
     dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Evaluate, but write nothing."),
 ) -> None:
     """Run the suite and write its metrics and hit ranks as the new baseline."""
+    from mnemo_ops.evaluation import places
+
+    target = _absolute(out) or str(places.baseline_path(invocation_state().settings))
     options = {
-        "suite": suite,
+        "suite": _absolute(suite),
         "engine": engine,
         "k": k,
-        "write_baseline": str(Path(out).expanduser().absolute()),
+        "write_baseline": target,
         "python": _absolute(python),
     }
     result = run_job(
@@ -315,9 +332,12 @@ def register(app: typer.Typer) -> None:
     group = command_group(
         app,
         "eval",
-        "Retrieval eval: run a suite against recall, write baselines, compare results, import benchmarks.\n\n"
-        "Example: mnemo-ops eval run --suite fixtures/eval/sample.jsonl --baseline baseline.json",
+        "Retrieval eval: build a starter suite, run a suite against recall, write baselines, compare "
+        "results, import benchmarks. The suite and the baseline live at one place, "
+        "<state_dir>/eval/suite.jsonl and baseline.json unless the config names others.\n\n"
+        "Example: mnemo-ops eval init && mnemo-ops eval run",
     )
+    eval_init.register(group)
     eval_explain.register(group)
     imports = command_group(
         group,
@@ -332,7 +352,7 @@ def register(app: typer.Typer) -> None:
             "Run the suite and compare with the baseline: a metric that drops by more than its tolerance, or a case "
             "that passed and now fails, is a regression (exit 1).\n\n"
             + EXIT_CODES
-            + "\n\nExample: mnemo-ops eval run --suite suite.jsonl --baseline baseline.json || echo 'do not deploy'"
+            + "\n\nExample: mnemo-ops eval run || echo 'do not deploy'"
             + "\n\nUpgrade gate: mnemo-ops eval run --dry-run --python ~/mnemosyne-next/bin/python "
             "--suite suite.jsonl --baseline baseline.json"
         ),
@@ -342,8 +362,8 @@ def register(app: typer.Typer) -> None:
         "baseline",
         help=(
             "Run the suite and write its metrics and each case's hit rank as the new baseline (only this command, or "
-            "eval run --ratchet, writes one).\n\nExample: mnemo-ops eval baseline --suite "
-            "suite.jsonl --out baseline.json"
+            "eval run --ratchet, writes one); by default where eval run and the scheduled job read "
+            "it.\n\nExample: mnemo-ops eval baseline"
         ),
     )(baseline_command)
 

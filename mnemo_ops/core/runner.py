@@ -52,6 +52,10 @@ class RunHooks:
     """What the runner calls around a job; supplied by ``mnemo_ops.jobs``.
 
     - `checkpoint(ctx) -> name`: the pre-write checkpoint, taken through ``ctx.before_write()``.
+    - `usage`: each ``check(ctx)`` runs before the lock, the monitors and the ledger, and checks what
+      was given for this run (a file a flag names, say). A MnemoOpsError raised there is the
+      caller's mistake, not a run: it propagates (exit 2, one line) and nothing is recorded, so a
+      typo never reaches the morning report as a failed job.
     - `monitors`: told when the job starts and finishes.
     - `preflight`: each ``check(ctx)`` runs after the lock is taken and before the job; raising
       MnemoOpsError refuses the run with that error (and its exit code) before anything is written.
@@ -61,6 +65,7 @@ class RunHooks:
     """
 
     checkpoint: Callable[[JobContext], str | None] | None = None
+    usage: Sequence[Callable[[JobContext], None]] = ()
     monitors: Sequence[Monitor] = ()
     preflight: Sequence[Callable[[JobContext], None]] = ()
     guards: Mapping[str, Guard] = dataclasses.field(default_factory=dict)
@@ -128,8 +133,9 @@ def run_job(
 ) -> JobResult:
     """Run `job` (the job's ``run(ctx)``) under the writer lock and return its finished result.
 
-    Expected problems before the job starts (unknown job or option, bad database) raise
-    MnemoOpsError with exit code 2; a held lock yields a ``skipped`` result (exit 75) with a ledger row.
+    Expected problems before the job starts (unknown job or option, a file named for this run that
+    is not there or not usable, bad database) raise MnemoOpsError with exit code 2 and leave no
+    ledger row; a held lock yields a ``skipped`` result (exit 75) with a ledger row.
     """
     manifest = get_manifest(settings, name)
     settings, section, run_options = settings.check_run_options(name, options or {})
@@ -149,6 +155,21 @@ def run_job(
     # The ledger and the lock live in the state dir: without it nothing can even be recorded, so
     # it refuses the run before it starts (dry runs too: they report what the real run would meet).
     folders.check_state_dir(settings)
+    context = JobContext(
+        settings=settings,
+        manifest=manifest,
+        dry_run=dry_run,
+        result=result,
+        force=force,
+        options=section,
+        run_options=run_options,
+        progress=ProgressReporter(show_progress),
+        checkpoint_hook=hooks.checkpoint,
+    )
+    # Usage: what this run was given. Before the lock, the monitors and the ledger: a refusal here
+    # is not a run (docs/contracts.md, "The runner").
+    for check in hooks.usage:
+        check(context)
 
     lock = None
     if manifest.needs_lock and not dry_run:
@@ -163,17 +184,6 @@ def run_job(
             _record(settings, result)
             return result
     try:
-        context = JobContext(
-            settings=settings,
-            manifest=manifest,
-            dry_run=dry_run,
-            result=result,
-            force=force,
-            options=section,
-            run_options=run_options,
-            progress=ProgressReporter(show_progress),
-            checkpoint_hook=hooks.checkpoint,
-        )
         _notify(settings, result, hooks.monitors, "start")
         try:
             folders.check_scopes(settings, manifest)

@@ -7,6 +7,10 @@ the core never imports a job or a domain package. Commands call `run_job` here.
 Preflight: `database.versions.preflight` refuses (exit 2) a job that uses Mnemosyne when the
 installed Mnemosyne must not open the database (a newer one wrote it, or this one would upgrade its
 schema beside the live agent), before the lock's holder writes anything.
+
+Usage: a job module's ``check_usage(ctx)``, when it has one, checks what this run was given (files
+its flags name) before the lock, the monitors and the ledger; a refusal there exits 2 and is not
+recorded as a run.
 """
 
 from __future__ import annotations
@@ -97,6 +101,9 @@ def run_job(
     # A job may check the live database before anything else (the recall guard's trial included).
     own = getattr(module, "preflight", None)
     hooks = dataclasses.replace(HOOKS, preflight=(*HOOKS.preflight, own)) if own else HOOKS
+    # And what this run was given, before anything is recorded: a typo is not a failed run.
+    usage = getattr(module, "check_usage", None)
+    hooks = dataclasses.replace(hooks, usage=(*hooks.usage, usage)) if usage else hooks
     return runner.run_job(
         settings,
         name,

@@ -247,6 +247,11 @@ class RetrievalEvalOptions(Section):
         "the Python whose Mnemosyne the mnemosyne engine runs (an upgrade candidate's venv); "
         "unset: mnemo-ops' own",
     )
+    allow_no_suite: bool = option(
+        False,
+        "no suite yet is not a failure: without a suite the run warns and exits 0 (default: it "
+        "fails, exit 1, so a gate without a suite cannot pass)",
+    )
     allow_suite_change: bool = run_option(False, "compare with a changed suite")
     ratchet: bool = run_option(False, "raise the baseline when better")
     write_baseline: str | None = run_option(None, "write a new baseline to this path")

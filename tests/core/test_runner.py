@@ -5,6 +5,7 @@ The probe jobs are handed to the runner as the job function (as ``mnemo_ops.jobs
 are all real.
 """
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -153,6 +154,37 @@ def test_usage_error_inside_a_job_exits_2(sample_settings):
         raise UsageError("unknown option 'x'")
 
     assert runner.run_job(sample_settings, "bridge-drain", bad_option, hooks=HOOKS).exit_code == 2
+
+
+def test_a_usage_check_refuses_before_the_lock_the_monitors_and_the_ledger(sample_settings):
+    """A usage hook's refusal is not a run: it propagates (exit 2), the job never starts and the
+    ledger holds no row; the same error raised by a job that started is a recorded failed run."""
+    started = []
+
+    def typo(ctx):
+        raise UsageError("/no/such/file: suite file not found")
+
+    def job(ctx):
+        started.append(ctx.job)
+        return ctx.result
+
+    hooks = dataclasses.replace(HOOKS, usage=(typo,))
+    with pytest.raises(UsageError, match="/no/such/file"):
+        runner.run_job(sample_settings, "bridge-drain", job, hooks=hooks)
+    assert started == []
+    assert not sample_settings.state_db_path.exists() or _ledger_rows(sample_settings) == 0
+    assert not lock_path_for(sample_settings.state_dir, sample_settings.db_path).exists()
+    # A job that started and failed is recorded.
+    runner.run_job(sample_settings, "bridge-drain", typo, hooks=HOOKS)
+    assert _ledger_rows(sample_settings) == 1
+
+
+def _ledger_rows(settings) -> int:
+    ledger = state.open_state(settings.state_db_path)
+    try:
+        return ledger.execute("SELECT count(*) FROM runs").fetchone()[0]
+    finally:
+        ledger.close()
 
 
 def test_crash_becomes_failed_result(sample_settings):

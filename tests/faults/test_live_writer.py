@@ -9,6 +9,7 @@ its transactions and the agent's machine is rarely idle.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mnemo_ops import database
+from mnemo_ops.foundation.resources import resource_dir
 from mnemo_ops.jobs import implemented_jobs
 from tests.conftest import run_cli
 
@@ -48,6 +50,10 @@ def test_job_runs_beside_a_live_writer(sample, job, load, request):
         pytest.skip("no writing job is implemented in this version")
     if load == "busy":
         request.getfixturevalue("busy_cores")
+    if job == "retrieval-eval":  # without a suite at its place the eval fails: it measures nothing
+        suite = sample.state_dir / "eval" / "suite.jsonl"
+        suite.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(resource_dir("fixtures") / "eval" / "sample.jsonl", suite)
     stop_file = sample.directory / "stop"
     report_file = sample.directory / "writer.json"
     writer = subprocess.Popen(

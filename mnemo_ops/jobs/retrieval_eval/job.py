@@ -5,41 +5,78 @@ tolerances), overridden for one run by ``eval run``/``eval baseline`` or ``run r
 KEY=VALUE``; the per-run ones are ``allow_suite_change``, ``ratchet`` and ``write_baseline`` (a path:
 write a new baseline there instead of comparing).
 
-Without a suite at the default path the job warns and does nothing (a fresh install has none yet);
-without a baseline at the default path it records the metrics and warns. Paths given explicitly must
-exist (exit 2). Every run that is not a dry run appends a row to state.db ``eval_history``.
+The suite and the baseline have one place, shared by hand runs and scheduled runs
+(`mnemo_ops.evaluation.places`): ``retrieval_eval.suite`` / ``.baseline`` from the config, else
+``<state_dir>/eval/suite.jsonl`` and ``<state_dir>/eval/baseline.json``.
+
+- A path given for this run (``--suite``, ``--baseline``, ``--python``) is checked by `check_usage`
+  before the run starts: missing or malformed exits 2, and no run is recorded (a typo is not a
+  failed job).
+- No suite at the configured or default place fails the run (exit 1, recorded, one line naming the
+  path and ``mnemo-ops eval init``): a gate without a suite gates nothing. ``allow_no_suite`` turns
+  that into a warning and exit 0, explicitly.
+- Without a baseline at that place the run records the metrics and warns.
+
+Every run that is not a dry run appends a row to state.db ``eval_history``.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.evaluation import baseline as baselines
-from mnemo_ops.evaluation import history
+from mnemo_ops.evaluation import history, places
 from mnemo_ops.evaluation.engines import make_engine
 from mnemo_ops.evaluation.evaluate import Evaluation, evaluate
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.foundation.clock import isoformat
+from mnemo_ops.foundation.errors import UsageError
 
 
 def default_suite_path(settings) -> Path:
     """``<state_dir>/eval/suite.jsonl``."""
-    return settings.state_dir / "eval" / "suite.jsonl"
+    return places.default_suite_path(settings)
 
 
-def default_baseline_path(settings) -> Path:
-    """``<state_dir>/eval/baseline.json``."""
-    return settings.state_dir / "eval" / "baseline.json"
+def check_usage(ctx: JobContext) -> None:
+    """Check what this run was given before it starts (the runner's usage hook): a suite or a
+    baseline named for this run must exist and parse, and a ``--python`` must be an executable file.
+
+    UsageError (exit 2, one line naming the file) otherwise; the runner records no run for it.
+    What comes from the config file or the default place is the home's state, checked by `run`.
+    """
+    given = ctx.run_options
+    if given.suite:
+        load_suite(Path(str(given.suite)).expanduser().absolute())
+    if given.baseline and not ctx.options.write_baseline:
+        baselines.load_baseline(Path(str(given.baseline)).expanduser().absolute())
+    if given.python:
+        python = Path(str(given.python)).expanduser().absolute()
+        if not python.is_file() or not os.access(python, os.X_OK):
+            raise UsageError(f"{python}: --python is not an executable file")
 
 
-def _path(chosen: str | None, default: Path) -> tuple[Path, bool]:
-    """The path of an option (``--option`` over the config), else `default`; and whether it was chosen."""
-    if chosen:
-        return Path(str(chosen)).expanduser().absolute(), True
-    return default, False
+def _no_suite(ctx: JobContext, suite_path: Path) -> JobResult:
+    """No suite at the configured or default place: a failed run, or a warning when allowed."""
+    ctx.result.stats["suite"] = str(suite_path)
+    fix = f"mnemo-ops eval init  # a starter suite from your own memories, written to {suite_path}"
+    if ctx.options.allow_no_suite:
+        ctx.warn(
+            "no-eval-suite",
+            f"no eval suite at {suite_path}; nothing evaluated (allow_no_suite: the gate is open)",
+            "warning",
+            fix=fix,
+        )
+        return ctx.result
+    ctx.result.fail(
+        f"no eval suite at {suite_path}: the gate has nothing to measure "
+        "(build one: mnemo-ops eval init; or allow it: --allow-no-suite)"
+    )
+    return ctx.result
 
 
 def _stats(evaluation: Evaluation) -> dict[str, Any]:
@@ -135,16 +172,11 @@ def _report_regressions(
 def run(ctx: JobContext) -> JobResult:
     """Evaluate the suite; write a baseline when asked, else compare with the baseline and record history."""
     settings = ctx.settings
-    suite_path, explicit_suite = _path(ctx.options.suite, default_suite_path(settings))
-    if not explicit_suite and not suite_path.exists():
-        ctx.warn(
-            "no-eval-suite",
-            f"no eval suite at {suite_path}; nothing to evaluate",
-            "warning",
-            fix=f"mnemo-ops eval import locomo FILE --db OUT.db --suite {suite_path}, or write a suite there",
-        )
-        return ctx.result
+    suite_path = places.suite_path(settings)
+    if not suite_path.exists():  # a path given for this run was checked by check_usage
+        return _no_suite(ctx, suite_path)
     suite = load_suite(suite_path)
+    held_out = places.held_out(suite_path)
     engine = make_engine(ctx.options.engine, settings)
     with ctx.progress.bar(f"recall ({engine.name})", total=len(suite.cases)) as bar:
         evaluation = evaluate(
@@ -155,6 +187,8 @@ def run(ctx: JobContext) -> JobResult:
             default_k=ctx.options.k,
         )
     ctx.result.stats.update(_stats(evaluation))
+    if held_out:  # _stats replaces the stats' keys it names, not this one
+        ctx.result.stats["held_out"] = held_out
 
     if ctx.options.write_baseline:
         _write_baseline(
@@ -166,7 +200,8 @@ def run(ctx: JobContext) -> JobResult:
         _record_history(ctx, evaluation, 0, "ok")
         return ctx.result
 
-    baseline_path, explicit_baseline = _path(ctx.options.baseline, default_baseline_path(settings))
+    baseline_path = places.baseline_path(settings)
+    explicit_baseline = bool(ctx.options.baseline)
     ctx.result.stats["baseline"] = str(baseline_path)
     if not explicit_baseline and not baseline_path.exists():
         ctx.warn(

@@ -316,10 +316,13 @@ def test_job_without_baseline_records_metrics_and_warns(cli, sample, tmp_path):
     assert not (sample.state_dir / "eval" / "baseline.json").exists()
 
 
-def test_job_without_suite_warns_and_does_nothing(cli, sample):
+def test_job_without_suite_fails_and_evaluates_nothing(cli, sample):
+    """No suite at its place: the gate cannot pass (exit 1), and nothing enters the eval history
+    (tests/jobs/retrieval_eval/test_gate.py has the rest)."""
     ran = cli("--json", "run", "retrieval-eval")
-    assert ran.returncode == 0
-    assert [w["code"] for w in parse(ran)["warnings"]] == ["no-eval-suite"]
+    assert ran.returncode == 1
+    result = parse(ran)
+    assert result["status"] == "failed" and "no eval suite at" in result["error"]
     connection = sqlite3.connect(sample.state_dir / "state.db")
     assert "eval_history" not in {
         row[0] for row in connection.execute("SELECT name FROM sqlite_master")
