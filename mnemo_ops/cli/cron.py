@@ -23,6 +23,7 @@ from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import crontab
 from mnemo_ops.scheduling.installations import installed_elsewhere
 from mnemo_ops.scheduling.invocation import (
+    environment_mismatches,
     installed_command,
     path_arguments,
     scheduled_environment,
@@ -85,7 +86,10 @@ def _apply(new_text_for, dry_run: bool, action: str, jobs: list[str]) -> None:
     current = crontab.read_crontab()
     updated = new_text_for(current)
     change = crontab.diff(current, updated)
-    warnings = installed_elsewhere(invocation_state().settings, "crontab", jobs) if jobs else []
+    settings = invocation_state().settings
+    warnings = installed_elsewhere(settings, "crontab", jobs) if jobs else []
+    if jobs:  # an install, not an uninstall
+        warnings = environment_mismatches(settings) + warnings
     if not dry_run and change:
         crontab.write_crontab(updated)
     if not dry_run:

@@ -33,6 +33,7 @@ from mnemo_ops.scheduling.hermes.paths import HermesPaths, script_reference
 from mnemo_ops.scheduling.hermes.scripts import render_script
 from mnemo_ops.scheduling.installations import installed_elsewhere
 from mnemo_ops.scheduling.invocation import (
+    environment_mismatches,
     installed_command,
     path_arguments,
     scheduled_environment,
@@ -171,7 +172,8 @@ def install_command(
     request = _request(deliver, wait)
     paths = _paths()
     jobs = [job for job in request.manifests if job not in request.disabled]
-    elsewhere = installed_elsewhere(invocation_state().settings, "hermes", jobs)
+    settings = invocation_state().settings
+    elsewhere = environment_mismatches(settings) + installed_elsewhere(settings, "hermes", jobs)
     if dry_run:
         plan = plan_install(paths, request)
     else:

@@ -19,6 +19,7 @@ from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import systemd
 from mnemo_ops.scheduling.installations import installed_elsewhere
 from mnemo_ops.scheduling.invocation import (
+    environment_mismatches,
     installed_command,
     path_arguments,
     scheduled_environment,
@@ -155,6 +156,7 @@ def install_command(
     )
     plan.dry_run = dry_run
     warnings = [] if homes else installed_elsewhere(settings, "systemd", timers_jobs(jobs))
+    warnings = environment_mismatches(settings) + warnings
     if not dry_run:
         systemd.check_systemctl(plan, user)
         systemd.apply_install(plan, units)

@@ -105,6 +105,53 @@ def scheduled_environment(
     return variables
 
 
+def environment_mismatches(
+    settings: Settings, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """One line per place where this environment and the config file name different homes.
+
+    The config file's paths win over HERMES_HOME and MNEMOSYNE_DATA_DIR, and the schedule carries
+    what won; but the shell that installs it (and the agent run from it) may be using another home,
+    and a database found through HERMES_HOME is not the config's ``hermes_home``. Said at install
+    time, before the schedule runs somewhere the user did not expect.
+    """
+    environ = os.environ if environ is None else environ
+    where = f"the config file {settings.config_file}"
+    found = []
+    home_from_config = settings.sources.get("hermes_home") == "config"
+    hermes_home = environ.get("HERMES_HOME")
+    if (
+        home_from_config
+        and hermes_home
+        and Path(hermes_home).expanduser().absolute() != settings.hermes_home
+    ):
+        found.append(
+            f"HERMES_HOME is {hermes_home} here, but {where} names hermes_home "
+            f"{settings.hermes_home}: the schedule uses {settings.hermes_home}"
+        )
+    data_dir = environ.get("MNEMOSYNE_DATA_DIR")
+    if (
+        settings.sources.get("db") == "config"
+        and data_dir
+        and Path(data_dir).expanduser().absolute() != settings.db_path.parent
+    ):
+        found.append(
+            f"MNEMOSYNE_DATA_DIR is {data_dir} here, but {where} names the database "
+            f"{settings.db_path}: the schedule uses {settings.db_path}"
+        )
+    if (
+        home_from_config
+        and settings.sources.get("db") == "default"
+        and settings.hermes_home not in settings.db_path.parents
+    ):
+        found.append(
+            f"{where} names hermes_home {settings.hermes_home}, but the database "
+            f"{settings.db_path} comes from this environment (MNEMOSYNE_DATA_DIR, HERMES_HOME "
+            "or ~/.hermes): set db in the config file too"
+        )
+    return found
+
+
 def shell_assignments(environment: Mapping[str, str]) -> list[str]:
     """``NAME=value`` words for a POSIX shell, each value quoted (``HERMES_HOME='/a b'``)."""
     return [f"{name}={shlex.quote(value)}" for name, value in environment.items()]

@@ -214,3 +214,71 @@ def test_installed_lines_are_read_back_past_their_variables(custom_home):
         shlex.split(crontab.command_of_line(_entry(rendered.stdout, "backup")))
     )
     assert arguments[arguments.index("--db") + 1] == str(data_dir / "mnemosyne.db")
+
+
+@pytest.fixture
+def fake_crontab(tmp_path):
+    """A stand-in for the crontab program keeping the table in a file (cron's spool needs a daemon)."""
+    import stat
+    import sys
+
+    table = tmp_path / "crontab.txt"
+    program = tmp_path / "fake-crontab"
+    program.write_text(
+        f"#!{sys.executable}\nimport sys, pathlib\ntable = pathlib.Path({str(table)!r})\n"
+        "if sys.argv[1] == '-l':\n"
+        "    if not table.exists():\n"
+        "        sys.stderr.write('no crontab for user\\n'); sys.exit(1)\n"
+        "    sys.stdout.write(table.read_text())\n"
+        "else:\n    table.write_text(sys.stdin.read())\n"
+    )
+    program.chmod(program.stat().st_mode | stat.S_IXUSR)
+    return table, {"MNEMO_OPS_CRONTAB": str(program)}
+
+
+def test_install_warns_when_the_environment_names_another_home(sample, tmp_path, fake_crontab):
+    """Issue 40, item 1: the config's hermes_home wins, but the shell installing the schedule uses
+    another home; and the database then still comes from the environment, not from hermes_home."""
+    table, crontab_env = fake_crontab
+    config = tmp_path / "config.yaml"
+    config.write_text(f"hermes_home: {sample.hermes_home}\n", encoding="utf-8")
+    other = tmp_path / "other-hermes"
+    env = {**crontab_env, "MNEMO_OPS_CONFIG": str(config), "HERMES_HOME": str(other)}
+    env_without_data_dir = {**sample.environ(), **env}
+    env_without_data_dir.pop("MNEMOSYNE_DATA_DIR")
+    result = run_cli(None, "--json", "cron", "install", "--dry-run", env=env_without_data_dir)
+    assert result.returncode == 0, result.stderr
+    warnings = json.loads(result.stdout)["warnings"]
+    assert len(warnings) == 2, warnings
+    assert f"HERMES_HOME is {other} here" in warnings[0]
+    assert f"names hermes_home {sample.hermes_home}" in warnings[0]
+    assert "set db in the config file too" in warnings[1]
+    text = run_cli(None, "cron", "install", "--dry-run", env=env_without_data_dir)
+    lines = [line for line in text.stderr.splitlines() if line.startswith("mnemo-ops: warning:")]
+    assert len(lines) == 2 and "HERMES_HOME is" in lines[0]
+    for command in (("systemd", "install", "--user", "--no-systemctl", "--dry-run"),):
+        other_install = run_cli(None, "--json", *command, env=env_without_data_dir)
+        assert json.loads(other_install.stdout)["warnings"][:2] == warnings
+    assert not table.exists()  # dry runs wrote nothing
+
+    # Environment and config agreeing: no warning.
+    config.write_text(
+        f"hermes_home: {sample.hermes_home}\ndb: {sample.db_path}\n", encoding="utf-8"
+    )
+    agreeing = {**sample.environ(), **crontab_env, "MNEMO_OPS_CONFIG": str(config)}
+    result = run_cli(None, "--json", "cron", "install", "--dry-run", env=agreeing)
+    assert json.loads(result.stdout)["warnings"] == []
+
+
+def test_hermes_install_says_the_same(sample, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(f"hermes_home: {sample.hermes_home}\ndb: {sample.db_path}\n")
+    env = {
+        **sample.environ(),
+        "MNEMO_OPS_CONFIG": str(config),
+        "MNEMOSYNE_DATA_DIR": str(tmp_path / "elsewhere"),
+    }
+    result = run_cli(None, "--json", "hermes", "install", "--dry-run", env=env)
+    assert result.returncode == 0, result.stderr
+    warnings = json.loads(result.stdout)["warnings"]
+    assert any(f"MNEMOSYNE_DATA_DIR is {tmp_path / 'elsewhere'} here" in w for w in warnings)
