@@ -1,9 +1,11 @@
 """``mnemo-ops cron render|install|uninstall``: the crontab, rendered from jobs/*.yaml.
 
 ``render`` prints exactly the block ``install`` writes: this mnemo-ops by its absolute path with the
-resolved ``--db`` and ``--state-dir`` (cron starts jobs with a bare environment, so ``cron render >
-my-crontab`` must give a crontab that finds the program and the database). ``--portable`` prints
-the same block with the program by name and no paths: the form of ``crontab.example``.
+resolved ``--db`` and ``--state-dir``, after the variables the install saw (``HERMES_HOME``,
+``MNEMOSYNE_DATA_DIR``, ``MNEMO_OPS_CONFIG``, ``PATH``): cron starts jobs with a bare environment, so
+``cron render > my-crontab`` must give a crontab that runs the same home. ``--portable`` prints the
+same block with the program by name, no paths and no variables (a comment says what to set): the
+form of ``crontab.example``, the same on every machine.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from mnemo_ops.cli.common import (
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import crontab
 from mnemo_ops.scheduling.installations import installed_elsewhere
-from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
+from mnemo_ops.scheduling.invocation import (
+    environment_mismatches,
+    installed_command,
+    path_arguments,
+    scheduled_environment,
+    scheduled_flags,
+)
 from mnemo_ops.settings import JOB_NAMES
 
 CRONTAB_HELP = (
@@ -39,6 +47,7 @@ def _rendered(command: list[str], with_paths: bool) -> str:
         global_args=global_args,
         disabled=disabled,
         job_flags=scheduled_flags(settings),
+        environment=scheduled_environment(settings, command) if with_paths else None,
     )
 
 
@@ -77,7 +86,10 @@ def _apply(new_text_for, dry_run: bool, action: str, jobs: list[str]) -> None:
     current = crontab.read_crontab()
     updated = new_text_for(current)
     change = crontab.diff(current, updated)
-    warnings = installed_elsewhere(invocation_state().settings, "crontab", jobs) if jobs else []
+    settings = invocation_state().settings
+    warnings = installed_elsewhere(settings, "crontab", jobs) if jobs else []
+    if jobs:  # an install, not an uninstall
+        warnings = environment_mismatches(settings) + warnings
     if not dry_run and change:
         crontab.write_crontab(updated)
     if not dry_run:
@@ -138,8 +150,10 @@ def register(app: typer.Typer) -> None:
     cron_app.command(
         "render",
         help="Print the block cron install writes: this mnemo-ops by its absolute path, with the "
-        "resolved --db and --state-dir (cron's environment is bare). --portable prints it with "
-        "the program by name and no paths (crontab.example is exactly that output).\n\n"
+        "resolved --db and --state-dir, each line setting the HERMES_HOME, MNEMOSYNE_DATA_DIR, "
+        "MNEMO_OPS_CONFIG and PATH this command sees (cron's environment is bare). --portable "
+        "prints it with the program by name, no paths and no variables (crontab.example is exactly "
+        "that output).\n\n"
         "Example: mnemo-ops cron render > my-crontab",
     )(render_command)
 

@@ -32,7 +32,13 @@ from mnemo_ops.scheduling.hermes.install import status as hermes_status
 from mnemo_ops.scheduling.hermes.paths import HermesPaths, script_reference
 from mnemo_ops.scheduling.hermes.scripts import render_script
 from mnemo_ops.scheduling.installations import installed_elsewhere
-from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
+from mnemo_ops.scheduling.invocation import (
+    environment_mismatches,
+    installed_command,
+    path_arguments,
+    scheduled_environment,
+    scheduled_flags,
+)
 from mnemo_ops.settings import JOB_NAMES
 
 EXIT_CODES = (
@@ -54,9 +60,10 @@ def _request(deliver: str | None, wait: float | None) -> InstallRequest:
         if manifest.implemented
     }
     zone = hermes_timezone(settings.hermes_home, dict(os.environ))
+    program = installed_command()
     return InstallRequest(
         manifests=manifests,
-        command=[*installed_command(), *path_arguments(settings)],
+        command=[*program, *path_arguments(settings)],
         deliver=deliver,
         disabled={name for name in JOB_NAMES if not settings.job(name).enabled},
         report_since=settings.scheduling.hermes.report_since,
@@ -64,6 +71,7 @@ def _request(deliver: str | None, wait: float | None) -> InstallRequest:
         lock_wait_s=settings.scheduling.hermes.lock_wait_seconds if wait is None else wait,
         environ=dict(os.environ),
         job_flags=scheduled_flags(settings),
+        environment=scheduled_environment(settings, program),
     )
 
 
@@ -124,7 +132,7 @@ def render_command(deliver: str = DELIVER_OPTION) -> None:
     paths = _paths()
     scripts = {
         str(paths.script_path(job)): render_script(
-            job, request.command, request.report_since, request.job_flags
+            job, request.command, request.report_since, request.job_flags, request.environment
         )
         for job in request.manifests
     }
@@ -164,7 +172,8 @@ def install_command(
     request = _request(deliver, wait)
     paths = _paths()
     jobs = [job for job in request.manifests if job not in request.disabled]
-    elsewhere = installed_elsewhere(invocation_state().settings, "hermes", jobs)
+    settings = invocation_state().settings
+    elsewhere = environment_mismatches(settings) + installed_elsewhere(settings, "hermes", jobs)
     if dry_run:
         plan = plan_install(paths, request)
     else:

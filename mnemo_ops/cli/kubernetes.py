@@ -7,7 +7,7 @@ import typer
 from mnemo_ops.cli.common import command_group, emit, handle_errors, invocation_state
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import kubernetes
-from mnemo_ops.scheduling.invocation import scheduled_flags
+from mnemo_ops.scheduling.invocation import scheduled_environment, scheduled_flags
 from mnemo_ops.settings import JOB_NAMES
 
 
@@ -36,6 +36,10 @@ def render_command(
         return given if given is not None else default
 
     claim_name = option(claim, configured.claim)
+    # The pod's program is the image's, found on its PATH: only the paths of the home are carried.
+    environment, warnings = kubernetes.pod_environment(
+        scheduled_environment(settings, ["mnemo-ops"]), configured.mount_path
+    )
     options = kubernetes.KubernetesOptions(
         claim=claim_name or "",
         agent=agent or claim_name or "",
@@ -48,8 +52,14 @@ def render_command(
         failed_history=settings.scheduling.kubernetes.failed_jobs_history_limit,
         disabled=frozenset(name for name in JOB_NAMES if not settings.job(name).enabled),
         job_flags=scheduled_flags(settings),
+        environment=environment,
     )
     documents = kubernetes.render(effective_manifests(settings), options)
+    for warning in warnings:
+        # On stderr in both forms: stdout is what kubectl apply reads.
+        invocation_state().err_console.print(
+            f"mnemo-ops: warning: {warning}", markup=False, soft_wrap=True
+        )
     emit(
         {"kind": "List", "apiVersion": "v1", "items": documents},
         lambda console: console.file.write(kubernetes.to_yaml(documents)),

@@ -18,7 +18,13 @@ from mnemo_ops.cli.common import (
 from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.scheduling import systemd
 from mnemo_ops.scheduling.installations import installed_elsewhere
-from mnemo_ops.scheduling.invocation import installed_command, path_arguments, scheduled_flags
+from mnemo_ops.scheduling.invocation import (
+    environment_mismatches,
+    installed_command,
+    path_arguments,
+    scheduled_environment,
+    scheduled_flags,
+)
 from mnemo_ops.settings import JOB_NAMES
 
 EXIT_CODES = (
@@ -30,8 +36,9 @@ EXIT_CODES = (
 def _options(user: bool, command: str | None) -> systemd.RenderOptions:
     settings = invocation_state().settings
     config = ["--config", str(settings.config_file)] if settings.config_file else []
+    program = [command] if command else installed_command()
     return systemd.RenderOptions(
-        command=[command] if command else installed_command(),
+        command=program,
         path_arguments=path_arguments(settings),
         config_arguments=config,
         user=user,
@@ -41,6 +48,7 @@ def _options(user: bool, command: str | None) -> systemd.RenderOptions:
         idle_jobs=frozenset(settings.scheduling.systemd.idle_jobs),
         disabled=frozenset(name for name in JOB_NAMES if not settings.job(name).enabled),
         job_flags=scheduled_flags(settings),
+        environment=scheduled_environment(settings, program),
     )
 
 
@@ -148,6 +156,7 @@ def install_command(
     )
     plan.dry_run = dry_run
     warnings = [] if homes else installed_elsewhere(settings, "systemd", timers_jobs(jobs))
+    warnings = environment_mismatches(settings) + warnings
     if not dry_run:
         systemd.check_systemctl(plan, user)
         systemd.apply_install(plan, units)

@@ -1,20 +1,27 @@
-"""Render the crontab from the job manifests and install it between marker comments.
+r"""Render the crontab from the job manifests and install it between marker comments.
 
 The user's other crontab lines are never touched: only the block between BEGIN_MARKER and
 END_MARKER is replaced (or added, or removed). The ``crontab`` program is called with an argument
 list, never through a shell; ``MNEMO_OPS_CRONTAB`` names another program (tests, custom setups).
+
+Each line carries the environment the install saw as shell assignments before the program
+(``HERMES_HOME='/srv/a' PATH=... /venv/bin/mnemo-ops ...``), not as crontab ``NAME=value`` lines:
+those would also apply to every line of the user's below our block, and cron does not unquote them.
+cron hands the command to ``/bin/sh`` after turning each ``%`` into a line break and ``\%`` into
+``%``, so every ``%`` of the command is written as ``\%`` (`command_of_line` reads it back).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 
 from mnemo_ops.core.manifests import JobManifest
-from mnemo_ops.foundation.errors import MnemoOpsError
-from mnemo_ops.scheduling.invocation import job_arguments
+from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
+from mnemo_ops.scheduling.invocation import job_arguments, shell_assignments
 from mnemo_ops.scheduling.text_diff import unified_diff
 
 BEGIN_MARKER = "# BEGIN mnemo-ops (managed by `mnemo-ops cron install`; edit jobs/*.yaml or the config instead)"
@@ -23,11 +30,59 @@ HEADER = """\
 # mnemo-ops schedule, rendered from jobs/*.yaml by `mnemo-ops cron render`.
 # Times are in the cron daemon's time zone. Exit code 75 means another mnemo-ops writer held the
 # lock: the run was skipped and the next one catches up, so it needs no alarm."""
+PORTABLE_NOTE = """\
+# Portable form: no paths. cron starts jobs with a bare environment (PATH=/usr/bin:/bin, no
+# HERMES_HOME), so put the folder of mnemo-ops on PATH and name your Hermes home in lines above
+# this block, e.g. PATH=/home/you/.venv/bin:/usr/bin:/bin and HERMES_HOME=/home/you/.hermes;
+# `mnemo-ops cron install` writes both into each line instead."""
+"""Said by the portable rendering (crontab.example), which cannot know this machine's paths."""
 
 
 def _first_sentence(text: str) -> str:
     sentence = " ".join(text.split()).split(". ")[0].rstrip(".")
     return sentence if len(sentence) <= 100 else sentence[:97] + "..."
+
+
+def cron_command(shell_text: str) -> str:
+    """A shell command line as the command part of a crontab line: every ``%`` as ``\\%``.
+
+    cron would end the command at a bare ``%`` (the rest becomes its stdin). A ``\\`` right before
+    a ``%`` cannot be said at all (cron reads ``\\\\%`` as a backslash and a bare ``%``), so it is
+    refused (exit 2).
+    """
+    if "\\%" in shell_text:
+        raise UsageError(
+            f"cannot write {shell_text!r} into a crontab line: cron cannot keep a backslash right "
+            "before a '%'; rename the path, or use systemd or Hermes cron"
+        )
+    return shell_text.replace("%", "\\%")
+
+
+def command_of_line(line: str) -> str | None:
+    r"""The shell command of a crontab line as cron hands it to ``/bin/sh``: ``\%`` read back as
+    ``%``, cut at a bare ``%`` (where cron's stdin for the command starts). None for a comment, a
+    blank line, a ``NAME=value`` line or a line without a command."""
+    stripped = line.strip()
+    if not stripped or stripped.startswith("#") or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", stripped):
+        return None
+    fields = stripped.split(None, 1 if stripped.startswith("@") else 5)
+    if len(fields) < (2 if stripped.startswith("@") else 6):
+        return None
+    # What cron does before /bin/sh sees the command: "\\%" becomes "%", a bare "%" ends it.
+    command, escaped = [], False
+    for character in fields[-1]:
+        if escaped:
+            if character == "%":
+                command[-1] = "%"
+            else:
+                command.append(character)
+            escaped = False
+            continue
+        if character == "%":
+            break
+        command.append(character)
+        escaped = character == "\\"
+    return "".join(command)
 
 
 def render(
@@ -36,21 +91,26 @@ def render(
     global_args: list[str] | None = None,
     disabled: set[str] | None = None,
     job_flags: Mapping[str, Sequence[str]] | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> str:
     """The crontab text: a comment and one line per implemented job (disabled jobs commented out).
 
-    A job whose module is not written yet is left out: cron would mail its "not implemented" error
-    at every slot.
+    `environment` (`invocation.scheduled_environment`) is set for each job by its own line; without
+    it (the portable form) a comment says what to set above the block instead. A job whose module
+    is not written yet is left out: cron would mail its "not implemented" error at every slot.
     """
     disabled = disabled or set()
-    prefix = " ".join(shlex.quote(part) for part in [command, *(global_args or [])])
-    lines = [HEADER, ""]
+    words = [*shell_assignments(environment or {})]
+    words += [shlex.quote(part) for part in [command, *(global_args or [])]]
+    prefix = " ".join(words)
+    lines = [HEADER] if environment else [HEADER, PORTABLE_NOTE]
+    lines.append("")
     for name, manifest in manifests.items():
         if not manifest.implemented:
             continue
         lines.append(f"# {name}: {_first_sentence(manifest.description)}")
         run_line = " ".join(shlex.quote(part) for part in job_arguments(name, job_flags))
-        entry = f"{manifest.schedule} {prefix} {run_line}"
+        entry = f"{manifest.schedule} {cron_command(f'{prefix} {run_line}')}"
         lines.append(f"# (disabled in config) {entry}" if name in disabled else entry)
     return "\n".join(lines) + "\n"
 

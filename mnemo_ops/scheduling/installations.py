@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import shlex
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,7 +23,12 @@ from mnemo_ops.scheduling import crontab, install_times, systemd
 from mnemo_ops.scheduling.hermes.install import installed_entries
 from mnemo_ops.scheduling.hermes.paths import HermesPaths
 from mnemo_ops.scheduling.hermes.scripts import script_command
-from mnemo_ops.scheduling.invocation import database_of, is_mnemo_ops, job_of
+from mnemo_ops.scheduling.invocation import (
+    database_of,
+    is_mnemo_ops,
+    job_of,
+    without_assignments,
+)
 from mnemo_ops.settings import Settings, mnemosyne_default_db
 
 
@@ -59,14 +63,12 @@ def _database(arguments: list[str], environ: dict[str, str]) -> Path:
 
 
 def _crontab_command(line: str) -> list[str] | None:
-    stripped = line.strip()
-    if not stripped or stripped.startswith("#") or re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", stripped):
-        return None
-    fields = stripped.split(None, 1 if stripped.startswith("@") else 5)
-    if len(fields) < (2 if stripped.startswith("@") else 6):
+    # The words of the command without the NAME=value assignments our lines start with.
+    command = crontab.command_of_line(line)
+    if command is None:
         return None
     with contextlib.suppress(ValueError):
-        return shlex.split(fields[-1])
+        return without_assignments(shlex.split(command))
     return None
 
 

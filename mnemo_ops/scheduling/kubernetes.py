@@ -7,6 +7,10 @@ Forbid`` keeps a slow run from overlapping its own next slot; ``backoffLimit: 0`
 run to the next slot (a retry at once would only meet the lock). Exit 75 (another writer held the
 lock) is a success: a Job has no SuccessExitStatus, so the container runs mnemo-ops through a fixed
 ``sh -c`` line that maps 75 to 0 and takes every argument as ``"$@"``, never as shell text.
+
+The environment the install saw goes into the pod as far as it means something there
+(`pod_environment`): a data dir or config file inside the Hermes home is found at the same place
+under the mount; PATH stays the image's, and paths outside the home cannot be carried (a warning).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import PurePosixPath
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -22,6 +27,7 @@ import yaml
 from mnemo_ops.core.manifests import JobManifest
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.scheduling.invocation import job_arguments
+from mnemo_ops.settings import ENV_CONFIG
 
 ENTRYPOINT = 'mnemo-ops "$@"; status=$?; if [ "$status" -eq 75 ]; then exit 0; fi; exit "$status"'
 """Maps exit 75 (skipped: lock held) to success; the arguments arrive as ``$@``."""
@@ -46,6 +52,41 @@ class KubernetesOptions:
     failed_history: int
     disabled: frozenset[str]
     job_flags: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
+    environment: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Variables for the container besides HERMES_HOME and HOME (`pod_environment`)."""
+
+
+POD_PATHS = {"MNEMOSYNE_DATA_DIR": "the Mnemosyne data dir", ENV_CONFIG: "the config file"}
+"""The installed variables that name a path a pod can find on its volume."""
+
+
+def pod_environment(
+    installed: Mapping[str, str], mount_path: str
+) -> tuple[dict[str, str], list[str]]:
+    """The variables of `installed` (`invocation.scheduled_environment`) as a pod sees them, and a
+    warning for each one that cannot be carried.
+
+    HERMES_HOME is the mount itself, so a path inside the installed home becomes the same path under
+    `mount_path`. A path outside it is not on the volume: left out, with a warning naming it. PATH
+    and PYTHONPATH name this machine's folders: the image's own are kept.
+    """
+    home = PurePosixPath(installed.get("HERMES_HOME", "/"))
+    variables: dict[str, str] = {}
+    warnings: list[str] = []
+    for name, what in POD_PATHS.items():
+        value = installed.get(name)
+        if not value:
+            continue
+        path = PurePosixPath(value)
+        if path == home or home in path.parents:
+            variables[name] = str(PurePosixPath(mount_path) / path.relative_to(home))
+        else:
+            warnings.append(
+                f"{what} {value} ({name}) is outside the Hermes home {home}, so not on the volume: "
+                f"the CronJobs leave {name} unset; put it on the volume (or mount it) and add {name} "
+                "to the rendered env"
+            )
+    return variables, warnings
 
 
 def _check(options: KubernetesOptions) -> None:
@@ -97,6 +138,7 @@ def cronjob(job: str, manifest: JobManifest, options: KubernetesOptions) -> dict
         "env": [
             {"name": "HERMES_HOME", "value": options.mount_path},
             {"name": "HOME", "value": "/tmp"},
+            *({"name": name, "value": value} for name, value in options.environment.items()),
         ],
         "volumeMounts": [
             {"name": "hermes-home", "mountPath": options.mount_path},

@@ -1,12 +1,15 @@
 """The jobs as systemd timers: a ``.service`` and a ``.timer`` per job, plus a template pair.
 
-``mnemo-ops-<job>.service`` (Type=oneshot) runs the same command line as the crontab entry, with
-``SuccessExitStatus=75`` (lock held: skipped, the next slot catches up) and, for the heavy jobs,
+``mnemo-ops-<job>.service`` (Type=oneshot) runs the same command line as the crontab entry, in the
+environment the install saw (one ``Environment=`` line per variable: HERMES_HOME,
+MNEMOSYNE_DATA_DIR, MNEMO_OPS_CONFIG, PATH), with ``SuccessExitStatus=75`` (lock held: skipped,
+the next slot catches up) and, for the heavy jobs,
 ``Nice=`` and ``IOSchedulingClass=idle``; ``mnemo-ops-<job>.timer`` carries the schedule
 (OnCalendar translated from the cron expression, ``Persistent=true``, ``RandomizedDelaySec=``).
 The template pair ``mnemo-ops-<job>@.service`` / ``@.timer`` serves one Hermes home per instance:
 the instance is the home's path escaped as ``systemd-escape --path`` does
-(``mnemo-ops-backup@srv-agents-dana-.hermes.timer``), and the unit sets ``HERMES_HOME=%f``.
+(``mnemo-ops-backup@srv-agents-dana-.hermes.timer``), and the unit sets ``HERMES_HOME=%f`` (the
+install's PATH and config file too, never its home).
 
 Our unit files carry a marker line; install and uninstall touch only files that have it, so the
 other units of the folder stay byte for byte. ``systemctl`` is called with an argument list, never
@@ -29,7 +32,7 @@ from mnemo_ops.core.manifests import JobManifest
 from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
 from mnemo_ops.foundation.private_files import fsync_path, refuse_symlink, write_atomic
 from mnemo_ops.scheduling.calendar import on_calendar
-from mnemo_ops.scheduling.invocation import job_arguments
+from mnemo_ops.scheduling.invocation import HOME_VARIABLES, job_arguments
 from mnemo_ops.settings import JOB_NAMES
 
 UNIT_PREFIX = "mnemo-ops-"
@@ -95,6 +98,14 @@ def quote(argument: str) -> str:
     return '"' + escaped.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def environment_line(name: str, value: str) -> str:
+    """``Environment="NAME=value"`` as systemd unquotes it: the whole assignment in double quotes
+    (a value may hold spaces), ``\\`` and ``"`` escaped, ``%`` doubled (a specifier otherwise);
+    ``$`` is plain text in Environment=."""
+    assignment = f"{name}={value}".replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    return f'Environment="{assignment}"'
+
+
 def _first_sentence(text: str) -> str:
     sentence = " ".join(text.split()).split(". ")[0].rstrip(".")
     return sentence if len(sentence) <= 100 else sentence[:97] + "..."
@@ -124,6 +135,9 @@ class RenderOptions:
     idle_jobs: frozenset[str]
     disabled: frozenset[str]
     job_flags: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
+    environment: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """The variables the install saw (`invocation.scheduled_environment`); the template units
+    leave out the ones naming the home, which their instance names."""
 
 
 def _service(job: str, manifest: JobManifest, options: RenderOptions, template: bool) -> str:
@@ -147,6 +161,11 @@ def _service(job: str, manifest: JobManifest, options: RenderOptions, template: 
             "Environment=HERMES_HOME=%f",
             "UnsetEnvironment=MNEMOSYNE_DATA_DIR MNEMO_OPS_DB MNEMO_OPS_STATE_DIR",
         ]
+    lines += [
+        environment_line(name, value)
+        for name, value in options.environment.items()
+        if not (template and name in HOME_VARIABLES)
+    ]
     lines += [
         f"ExecStart={exec_start}",
         "# 75: another mnemo-ops writer held the lock; skipped, the next run catches up.",

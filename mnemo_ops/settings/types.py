@@ -20,8 +20,87 @@ RUN_ALIAS = "x-run-alias"
 """JSON Schema mark of an older ``--option`` name still accepted for the option."""
 
 
+_MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+_WEEKDAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+CRON_FIELDS = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    ("month", 1, 12, {name: number for number, name in enumerate(_MONTHS, start=1)}),
+    # 7 is Sunday as well as 0, in Vixie cron and cronie alike.
+    ("day of week", 0, 7, {name: number for number, name in enumerate(_WEEKDAYS)}),
+)
+"""The five fields crontab reads: name, lowest and highest value, the three-letter names it takes."""
+CRON_MACROS = frozenset(
+    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+)
+"""The ``@`` shorthands Vixie cron and cronie read (``@reboot`` is no schedule: it runs at boot)."""
+_CRON_ITEM = re.compile(
+    r"^(?:\*|(?P<start>[0-9]+|[a-zA-Z]{3})(?:-(?P<end>[0-9]+|[a-zA-Z]{3}))?)(?:/(?P<step>[0-9]+))?$"
+)
+"""One item of a field's list: ``*`` or a value or a range of values, with an optional step."""
+
+
+def _cron_value(text: str, names: dict[str, int]) -> int | None:
+    """The number `text` names in a field (a number or, where the field has them, a name)."""
+    return int(text) if text.isdigit() else names.get(text.lower())
+
+
+def vixie_cron_problem(expression: str) -> str | None:
+    """Why `expression` is not one crontab (Vixie cron, cronie) can run, or None when it is.
+
+    croniter, which computes our next and last runs, also reads extensions that cron daemons refuse
+    or read differently (``L``, ``W``, ``#``, ``?``, ``H``, a seconds or years field, ``5/10``):
+    a schedule has to mean the same to every scheduler we render it for, so only the syntax they
+    share passes: five fields of ``*``, numbers, three-letter names, lists, ranges and steps.
+    """
+    text = " ".join(expression.split())
+    if text.startswith("@"):
+        if text.lower() in CRON_MACROS:
+            return None
+        return (
+            f"{text} is not a schedule crontab runs (use one of {', '.join(sorted(CRON_MACROS))})"
+        )
+    fields = text.split(" ") if text else []
+    if len(fields) != len(CRON_FIELDS):
+        return (
+            f"{len(fields)} fields instead of 5 (minute hour day-of-month month day-of-week; no "
+            "seconds or years field)"
+        )
+    for part, (field, low, high, names) in zip(fields, CRON_FIELDS):
+        for item in part.split(","):
+            match = _CRON_ITEM.match(item)
+            if match is None:
+                return (
+                    f"{field} {item!r} is not a number, name, list, range or step "
+                    "(crontab has no L, W, #, ? or H)"
+                )
+            if match["start"] is not None:
+                start = _cron_value(match["start"], names)
+                end = start if match["end"] is None else _cron_value(match["end"], names)
+                if start is None or end is None:
+                    return f"{field} {item!r} names no {field}"
+                if not (low <= start <= high and low <= end <= high):
+                    return f"{field} {item!r} is outside {low}-{high}"
+                if end < start:
+                    return f"{field} range {item!r} runs backwards"
+                if match["step"] is not None and match["end"] is None:
+                    # croniter reads 5/10 as 5-max/10, Vixie cron refuses it.
+                    return f"{field} step {item!r} needs a range or '*' before the '/'"
+            if match["step"] is not None and int(match["step"]) == 0:
+                return f"{field} step {item!r} must be above 0"
+    return None
+
+
 def _cron(value: str) -> str:
-    if not croniter.is_valid(value):
+    problem = vixie_cron_problem(value)
+    if problem is not None:
+        raise PydanticCustomError(
+            "cron",
+            "is not a valid cron expression as crontab reads it: {problem}: {value}",
+            {"problem": problem, "value": repr(value)},
+        )
+    if not croniter.is_valid(value):  # a backstop: every schedule is also computed by croniter
         raise PydanticCustomError(
             "cron", "is not a valid cron expression: {value}", {"value": repr(value)}
         )

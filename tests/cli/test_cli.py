@@ -2,6 +2,7 @@
 
 import json
 import re
+import shlex
 import sqlite3
 import stat
 import sys
@@ -11,6 +12,8 @@ import pytest
 
 from mnemo_ops.jobs import implemented_jobs
 from mnemo_ops.mnemosyne import versions
+from mnemo_ops.scheduling import crontab
+from mnemo_ops.scheduling.invocation import without_assignments
 from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -312,7 +315,7 @@ def test_cron_render_prints_what_install_writes(sample, cli, fake_crontab):
     assert table.read_text() == rendered.stdout
     entry = next(line for line in rendered.stdout.splitlines() if line.endswith("run backup"))
     assert f"--db {sample.db_path}" in entry and f"--state-dir {sample.state_dir}" in entry
-    program = entry.split()[5]
+    program = without_assignments(shlex.split(crontab.command_of_line(entry)))[0]
     assert Path(program).is_absolute(), entry
 
 

@@ -185,13 +185,15 @@ def test_rendered_units_pass_the_verifier(tmp_path):
             heavy = name.split("@")[0].removesuffix(".service").removeprefix("mnemo-ops-")
             if heavy in ("backup", "evening-batch", "monthly-maintenance", "memory-maintain"):
                 assert service["IOSchedulingClass"] == "idle" and service["Nice"] == "10"
+            environment = [value for key, value in sections["Service"] if key == "Environment"]
             if "@" in name:
-                assert (
-                    service["Environment"] == "HERMES_HOME=%f"
-                    and "--db" not in service["ExecStart"]
-                )
+                # The instance names the home: the install's own home is never carried into it.
+                assert environment[0] == "HERMES_HOME=%f" and "--db" not in service["ExecStart"]
+                assert not any("HERMES_HOME=" in value for value in environment[1:])
+                assert not any("MNEMOSYNE_DATA_DIR=" in value for value in environment)
             else:
                 assert "--db" in service["ExecStart"]
+                assert environment[0].startswith('"HERMES_HOME=')
         else:
             timer = dict(sections["Timer"])
             assert timer["Persistent"] == "true" and timer["RandomizedDelaySec"] == "300"

@@ -207,6 +207,8 @@ class InstallRequest:
     lock_wait_s: float
     environ: dict[str, str]
     job_flags: Mapping[str, Sequence[str]] = dataclasses.field(default_factory=dict)
+    environment: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """What each script exports (`invocation.scheduled_environment`)."""
 
 
 def _plan(
@@ -235,7 +237,9 @@ def _plan(
                 request.now,
             )
         texts = {
-            job: render_script(job, request.command, request.report_since, request.job_flags)
+            job: render_script(
+                job, request.command, request.report_since, request.job_flags, request.environment
+            )
             for job in request.manifests
         }
         scripts = _script_changes(paths, texts)

@@ -5,6 +5,8 @@ stdout is a silent success, a non-zero exit or a timeout is an alert. So the scr
 with ``-q`` (healthy runs print nothing), maps exit 75 (lock held: skipped, the next slot catches up)
 to a silent success and turns a failure into one line; nightly-selfcare's script then prints the
 morning report with ``--quiet-if-ok``, so the user hears from it only when something needs them.
+Before both, the script exports the environment the install saw (HERMES_HOME, MNEMOSYNE_DATA_DIR,
+MNEMO_OPS_CONFIG, PATH), shell-quoted: a gateway started from another shell runs the same home.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from mnemo_ops.scheduling.hermes.entries import NAME_PREFIX
 from mnemo_ops.scheduling.hermes.paths import HermesPaths
-from mnemo_ops.scheduling.invocation import job_arguments, shell_line
+from mnemo_ops.scheduling.invocation import job_arguments, shell_assignments, shell_line
 
 SCRIPT_MARKER = "# Installed by `mnemo-ops hermes install`"
 """The line that marks a script as ours (a script without it is never overwritten or removed)."""
@@ -31,8 +33,10 @@ def render_script(
     command: list[str],
     report_since: str,
     job_flags: Mapping[str, Sequence[str]] | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> str:
-    """The bash script Hermes runs for `job`; `command` is mnemo-ops with its global path options."""
+    """The bash script Hermes runs for `job`; `command` is mnemo-ops with its global path options,
+    run with `environment` (`invocation.scheduled_environment`) exported."""
     run_line = shell_line([*command, *job_arguments(job, job_flags)])
     lines = [
         "#!/usr/bin/env bash",
@@ -42,6 +46,7 @@ def render_script(
         "# line and exits non-zero, which Hermes delivers as an alert. Exit 75 means another mnemo-ops",
         "# writer held the lock: the run was skipped and the next slot catches up, so it stays silent.",
         "set -u",
+        *(f"export {assignment}" for assignment in shell_assignments(environment or {})),
         "",
         f"{_RUN_PREFIX}{run_line}{_RUN_SUFFIX}",
         "status=$?",
