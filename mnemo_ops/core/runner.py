@@ -173,6 +173,7 @@ def run_job(
             run_options=run_options,
             progress=ProgressReporter(show_progress),
             checkpoint_hook=hooks.checkpoint,
+            lock_release=lock.release if lock is not None else None,
         )
         _notify(settings, result, hooks.monitors, "start")
         try:
