@@ -98,6 +98,24 @@ class CheckpointInfo:
     failed: bool
     manifest: dict[str, Any] | None
 
+    @property
+    def database_bytes(self) -> int | None:
+        """The size of the database it restores (None when its manifest cannot tell)."""
+        manifest = self.manifest or {}
+        if manifest.get("layout") == "deduplicated":
+            size = (manifest.get("database") or {}).get("size")
+        else:
+            size = ((manifest.get("files") or {}).get(DATABASE_FILE) or {}).get("size")
+        return size if isinstance(size, int) else None
+
+    @property
+    def added_bytes(self) -> int:
+        """What keeping it costs on disk: its folder, plus, in the deduplicated layout, the pages
+        it added to the store when it was made (pages it shares with others are counted once, by
+        the checkpoint that brought them)."""
+        new = ((self.manifest or {}).get("database") or {}).get("new_bytes")
+        return self.size_bytes + (new if isinstance(new, int) else 0)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``backup list --json``."""
         return {
@@ -106,6 +124,8 @@ class CheckpointInfo:
             "created_at": self.created_at,
             "path": str(self.path),
             "size_bytes": self.size_bytes,
+            "database_bytes": self.database_bytes,
+            "added_bytes": self.added_bytes,
             "verified": self.verified,
             "job": self.job,
             "status": "failed" if self.failed else ("verified" if self.verified else "unverified"),

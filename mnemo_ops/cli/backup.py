@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from mnemo_ops.checkpoints import catalog, retention
+from mnemo_ops.checkpoints import catalog, chunk_store, retention
 from mnemo_ops.checkpoints.restore import restore_checkpoint
 from mnemo_ops.checkpoints.verify import verify_checkpoint
 from mnemo_ops.cli.common import command_group, emit, handle_errors, invocation_state
@@ -53,7 +53,8 @@ def _print_rows(console, rows: list[dict]) -> None:
     """The plan as plain, full rows (one checkpoint a line, never cut)."""
     width = max(len(row["name"]) for row in rows)
     console.print(
-        f"{'name':<{width}}  {'counts as':<10}  {'created':<25}  {'size':>10}  {'verified':<8}  "
+        f"{'name':<{width}}  {'counts as':<10}  {'created':<25}  {'database':>10}  "
+        f"{'added':>10}  {'verified':<8}  "
         "kept because / expires",
         markup=False,
         soft_wrap=True,
@@ -62,9 +63,11 @@ def _print_rows(console, rows: list[dict]) -> None:
         mark = "FAILED" if row["status"] == "failed" else ("yes" if row["verified"] else "no")
         plan = row.get("retention") or {}
         kept = "; ".join(plan.get("reasons") or []) or "expires"
+        database = "-" if row["database_bytes"] is None else _size(row["database_bytes"])
         console.print(
             f"{row['name']:<{width}}  {row.get('counts_as', row['kind']):<10}  "
-            f"{row['created_at'] or '-':<25}  {_size(row['size_bytes']):>10}  {mark:<8}  "
+            f"{row['created_at'] or '-':<25}  {database:>10}  {_size(row['added_bytes']):>10}  "
+            f"{mark:<8}  "
             f"{kept}; expires {plan.get('expires', '-')}",
             markup=False,
             soft_wrap=True,
@@ -87,7 +90,18 @@ def list_command() -> None:
             entry["retention"]["expires"] = _expiry(decision, schedule)
             entry["counts_as"] = decision.role
         rows.append(entry)
-    data = {"checkpoints": rows, "limits": dataclasses.asdict(catalog.limits(settings))}
+    store = chunk_store.ChunkStore(settings.backups_dir)
+    store_bytes = store.size_bytes() if store.packs.is_dir() and not store.packs.is_symlink() else 0
+    totals = {
+        "checkpoints_bytes": sum(info.size_bytes for info in infos),
+        "store_bytes": store_bytes,
+        "total_bytes": sum(info.size_bytes for info in infos) + store_bytes,
+    }
+    data = {
+        "checkpoints": rows,
+        "limits": dataclasses.asdict(catalog.limits(settings)),
+        "totals": totals,
+    }
 
     def text(console) -> None:
         if not infos:
@@ -98,6 +112,12 @@ def list_command() -> None:
             )
             return
         _print_rows(console, rows)
+        console.print(
+            f"on disk: {_size(totals['total_bytes'])} in all ({_size(totals['checkpoints_bytes'])} "
+            f"in the checkpoint folders, {_size(totals['store_bytes'])} in the shared page store)",
+            markup=False,
+            soft_wrap=True,
+        )
 
     emit(data, text)
 
@@ -187,8 +207,9 @@ def register(app: typer.Typer) -> None:
         help=(
             "List checkpoints, oldest first, with retention's plan: name, what each counts as "
             "(daily: the first backup of a UTC day; manual: a later one that day; pre-write: taken "
-            "before a job's first write; failed), created, size, verified, why it is kept and when "
-            "it expires. Read-only.\n\n"
+            "before a job's first write; failed), created, the database's size and what it added "
+            "on disk, verified, why it is kept and when it expires; then the total on disk. "
+            "Read-only.\n\n"
             "Exit codes: 0 ok, 2 usage or config problem.\n\n"
             "Example: mnemo-ops --json backup list"
         ),

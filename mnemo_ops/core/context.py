@@ -37,6 +37,7 @@ class JobContext:
     run_options: Any = None
     progress: ProgressReporter = dataclasses.field(default_factory=lambda: ProgressReporter(False))
     checkpoint_hook: Callable[[JobContext], str | None] | None = None
+    lock_release: Callable[[], None] | None = None
     _checkpoint_taken: bool = False
 
     @property
@@ -58,6 +59,14 @@ class JobContext:
             self.result.checkpoint = self.checkpoint_hook(self)
             # A whole-file copy: on a large database the largest share of a small run.
             self.result.stats["checkpoint_seconds"] = round(time.monotonic() - started, 2)
+
+    def release_lock(self) -> None:
+        """Let go of the writer lock before the run ends, once the job writes nothing more the
+        lock protects (the backup's second copy: slow, and only reading what it staged).
+
+        Nothing happens in a dry run or when the run holds no lock."""
+        if self.lock_release is not None:
+            self.lock_release()
 
     def open_db(self, readonly: bool | None = None) -> apsw.Connection:
         """Open the memory DB; read-only by default in a dry run (so nothing, not even the WAL, changes)."""

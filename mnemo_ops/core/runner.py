@@ -184,6 +184,8 @@ def run_job(
             _record(settings, result)
             return result
     try:
+        # The lock is held from here: a job may release it early for slow work after its writes.
+        context.lock_release = lock.release if lock is not None else None
         _notify(settings, result, hooks.monitors, "start")
         try:
             folders.check_scopes(settings, manifest)

@@ -58,6 +58,37 @@ class BackupOptions(Section):
         gt=0,
         le=1,
     )
+    copy_to: str | None = option(
+        None,
+        "a second copy of each verified backup, made after it: an absolute folder that exists "
+        "(another disk), rsync:HOST:PATH or rclone:REMOTE:PATH (the tool must be on PATH; an "
+        "absolute PATH alone is a local one); "
+        "unset: no copy",
+    )
+    copy_keep: PositiveInt = option(
+        7,
+        "checkpoints kept in a copy_to folder, newest first (the packs only older ones used go "
+        "with them); rsync and rclone targets keep everything",
+    )
+
+    @field_validator("copy_to")
+    @classmethod
+    def _copy_target(cls, copy_to: str | None) -> str | None:
+        # The form only: whether the folder exists or the tool is installed is checked when a
+        # backup runs (the disk may be mounted later, the tool installed later).
+        if copy_to is None:
+            return None
+        if copy_to.startswith(("/", "~")):
+            return copy_to
+        tool, _, rest = copy_to.partition(":")
+        where, _, path = rest.partition(":")
+        if tool in ("rsync", "rclone") and ((where and path) or rest.startswith("/")):
+            return copy_to
+        raise PydanticCustomError(
+            "copy_target",
+            "must be an absolute folder, rsync:HOST:PATH or rclone:REMOTE:PATH, got {value}",
+            {"value": repr(copy_to)},
+        )
 
 
 class StagingRule(Section):

@@ -139,7 +139,7 @@ def test_run_options_are_typed_checked_and_kept_apart(tmp_path):
         (
             "backup",
             {"nonsense": "1"},
-            "backup has no option 'nonsense'; its options are: compact_dead_share, keep",
+            "backup has no option 'nonsense'; its options are: compact_dead_share, copy_keep, copy_to, keep",
         ),
         (
             "backup",

@@ -4,12 +4,16 @@ The first backup of a UTC day is that day's daily; later ones the same day are m
 their own count (``checkpoints/retention.py``), so backups made by hand never push out a daily or a
 job's rollback point.
 
-The checkpoints themselves (create, verify, retain) live in ``mnemo_ops.checkpoints``.
+With ``backup.copy_to`` each verified backup is also copied to a second place (another disk, or
+another machine through rsync or rclone), verified there, and kept by that place's own count; the
+copy runs after the writer lock is let go, and a failed copy is a warning: the local backup stands.
+
+The checkpoints themselves (create, verify, retain, copy) live in ``mnemo_ops.checkpoints``.
 """
 
 from __future__ import annotations
 
-from mnemo_ops.checkpoints import catalog, chunk_store, compaction, retention
+from mnemo_ops.checkpoints import catalog, chunk_store, compaction, retention, second_copy
 from mnemo_ops.checkpoints.create import (
     CheckpointError,
     CheckpointOutcome,
@@ -17,10 +21,76 @@ from mnemo_ops.checkpoints.create import (
     create_checkpoint,
     estimated_size,
 )
+from mnemo_ops.checkpoints.files import remove_tree
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.foundation.clock import utc_now
 from mnemo_ops.settings import Settings
+
+COPY_FAILED = "backup-copy-failed"
+COPY_FIX = "mnemo-ops run backup  # after fixing the target; the local checkpoint stands"
+
+
+def preflight(ctx: JobContext) -> None:
+    """Refuse a run whose ``backup.copy_to`` names rsync or rclone when that tool is not on
+    PATH (exit 2, one line, dry runs too), before anything is written."""
+    target = second_copy.configured_target(ctx.settings)
+    if target is not None:
+        second_copy.require_tool(target)
+
+
+def _would_copy(settings: Settings, name: str) -> dict | None:
+    """What a dry run says of the second copy: where it would go, how much, what the target's
+    retention would then remove (folders only). Reads only."""
+    target = second_copy.configured_target(settings)
+    if target is None:
+        return None
+    plan: dict = {"target": target.describe(), "name": name, "kind": target.kind}
+    if target.kind == "folder":
+        root = target.folder
+        plan["target_exists"] = root.is_dir() and not root.is_symlink()
+        if plan["target_exists"]:
+            doomed = second_copy.copy_retention_plan(root, settings.backup.copy_keep - 1)
+            plan["would_remove"] = [info.name for info in doomed]
+    return plan
+
+
+def _copy(ctx: JobContext, info: catalog.CheckpointInfo) -> None:
+    """Stage the new checkpoint under the lock, let go of the lock, copy and verify it there.
+
+    A failure is a warning, never a failed run: the local checkpoint is verified and stands.
+    """
+    settings = ctx.settings
+    target = second_copy.configured_target(settings)
+    if target is None:
+        return
+    staged = None
+    try:
+        second_copy.remove_stale_stagings(settings, older_than_s=ctx.manifest.timeout)
+        staged = second_copy.stage(settings, info)
+        # Everything the copy reads is staged (hard links): the lock is not needed for a copy
+        # that may take as long as the disk or the network makes it.
+        ctx.release_lock()
+        with ctx.progress.bar(f"copying {info.name} to {target.describe()}"):
+            outcome = second_copy.copy(staged, info.name, target, settings.backup.copy_keep)
+    except (second_copy.CopyError, chunk_store.ChunkError, OSError) as error:
+        ctx.warn(
+            COPY_FAILED,
+            f"the second copy of {info.name} to {target.describe()} failed: {error}",
+            severity="warning",
+            fix=COPY_FIX,
+        )
+        ctx.count("checkpoints_copied", 0)
+        return
+    finally:
+        if staged is not None:
+            remove_tree(staged)
+    ctx.count("checkpoints_copied", 1)
+    ctx.result.stats["copy"] = outcome.to_dict()
+    lines = [f"{info.name} -> {outcome.target} (verified there)"]
+    if outcome.removed:
+        lines.append("removed there: " + ", ".join(outcome.removed))
+    ctx.result.stats["listing"] = {"title": "copied", "lines": lines}
 
 
 def _report_failure(ctx: JobContext, outcome: CheckpointOutcome) -> None:
@@ -62,6 +132,16 @@ def _would(ctx: JobContext, kind: str, moment) -> JobResult:
             "backups_dir": str(settings.backups_dir),
         }
     )
+    would_copy = _would_copy(settings, name)
+    if would_copy is not None:
+        ctx.count("checkpoints_copied", 1)
+        ctx.result.stats["would_copy"] = would_copy
+        lines = [f"{name} -> {would_copy['target']}"]
+        if would_copy.get("target_exists") is False:
+            lines.append(f"{would_copy['target']} does not exist: the copy would fail")
+        if would_copy.get("would_remove"):
+            lines.append("then removed there: " + ", ".join(would_copy["would_remove"]))
+        ctx.result.stats["listing"] = {"title": "would copy", "lines": lines}
     if _compacts(settings):
         # What compaction would take now; the new checkpoint and retention may change it a little.
         ctx.result.stats["would_compact"] = compaction.plan(
@@ -157,4 +237,9 @@ def run(ctx: JobContext) -> JobResult:
             f"{settings.state_db_path} fails integrity_check: {outcome.stats['state_db_problem']}",
             severity="error",
         )
+    copied = next(
+        (info for info in catalog.list_checkpoints(settings) if info.name == outcome.name), None
+    )
+    if copied is not None:
+        _copy(ctx, copied)
     return ctx.result

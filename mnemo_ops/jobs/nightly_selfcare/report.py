@@ -3,7 +3,9 @@ backups, the eval trend and the week's largest category of eval misses, and memo
 here as one `Report` object (``jobs/nightly_selfcare/report_render`` renders it as text, markdown or JSON and
 writes the day's file).
 
-Open warnings are those of the latest completed run of each job in the ledger (``runs.result_json``).
+A job's warning is open from the run that raised it until a later ok run of the same job no
+longer raises it; from then on it is resolved, listed once (with when and by which run) in the
+period it was resolved in, and it no longer counts towards the headline or the exit code.
 The findings that depend on the clock (overdue and failing jobs, backup freshness) are recomputed now,
 replacing the ones the last nightly-selfcare run recorded, so the report is never stale about them.
 Everything here is read-only.
@@ -63,6 +65,9 @@ class Report:
     memory_blocks: dict[str, Any] = dataclasses.field(default_factory=dict)
     learned: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     eval_misses: dict[str, Any] = dataclasses.field(default_factory=dict)
+    resolved: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Warnings a later run (or the fresh check) no longer raises, resolved in the period: shown
+    once, never counted towards the headline or the exit code."""
 
     @property
     def run_counts(self) -> dict[str, int]:
@@ -111,6 +116,7 @@ class Report:
             "runs": {"counts": self.run_counts, "items": self.runs},
             "overdue": self.overdue,
             "warnings": self.warnings,
+            "resolved": self.resolved,
             "backups": self.backups,
             "eval_trend": self.eval_trend,
             "eval_misses": self.eval_misses,
@@ -132,54 +138,143 @@ def parse_period(text: str) -> timedelta:
     return timedelta(**{units[unit]: int(value)})
 
 
-def _latest_results(ledger) -> dict[str, dict[str, Any]]:
-    """The result_json of the latest completed (ok or failed) run of each job."""
+def _completed_runs(ledger, start: datetime) -> list[dict[str, Any]]:
+    """The completed (ok or failed) real runs that decide each job's warnings now, oldest first.
+
+    For each job: from its latest ok run that started before `start` (everything before it is
+    settled by it: what it raised is open, what it did not is not), or from its first run when it
+    never succeeded before the period, to its latest run. Skipped runs did no work and count for
+    nothing.
+    """
     if ledger is None or "runs" not in ledger.table_names():
-        return {}
-    latest = {}
-    for row in ledger.query(
-        "SELECT job, result_json FROM runs WHERE id IN (SELECT max(id) FROM runs "
-        "WHERE dry_run = 0 AND status IN ('ok', 'failed') GROUP BY job)"
-    ):
+        return []
+    rows = ledger.query(
+        "SELECT id, job, status, started_at, finished_at, result_json FROM runs AS run "
+        "WHERE dry_run = 0 AND status IN ('ok', 'failed') AND id >= coalesce(("
+        "SELECT max(id) FROM runs AS settled WHERE settled.job = run.job "
+        "AND settled.dry_run = 0 AND settled.status = 'ok' AND settled.started_at < ?), 0) "
+        "ORDER BY id",
+        [isoformat(start)],
+    )
+    runs = []
+    for row in rows:
         try:
-            latest[row["job"]] = json.loads(row["result_json"] or "{}")
+            result = json.loads(row["result_json"] or "{}")
         except ValueError:
-            latest[row["job"]] = {}
-    return latest
+            result = {}
+        runs.append({**row, "warnings": (result or {}).get("warnings") or []})
+    return runs
 
 
-def _open_warnings(
-    settings: Settings, ledger, current: JobResult | None, now: datetime
-) -> list[dict[str, Any]]:
-    results = _latest_results(ledger)
+def _warnings_by_code(warnings: list[Any]) -> dict[str, list[dict[str, Any]]]:
+    by_code: dict[str, list[dict[str, Any]]] = {}
+    for warning in warnings:
+        if not isinstance(warning, dict) or warning.get("severity") not in set(Severity):
+            continue
+        by_code.setdefault(str(warning.get("code", "")), []).append(warning)
+    return by_code
+
+
+def _warning_states(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Each (job, code) the runs raised: open (the warnings of the latest run that raised it) or
+    resolved (when a later successful run of that job no longer raised it, and by which run).
+
+    Only an ok run resolves: a failed run may have stopped before the check that raised the
+    code, so its silence says nothing.
+    """
+    states: dict[tuple[str, str], dict[str, Any]] = {}
+    for run in runs:
+        raised = _warnings_by_code(run["warnings"])
+        for code, warnings in raised.items():
+            states[(run["job"], code)] = {
+                "status": "open",
+                "warnings": warnings,
+                "raised_at": run["started_at"],
+            }
+        if run["status"] != "ok":
+            continue
+        for (job, code), entry in states.items():
+            if job == run["job"] and code not in raised and entry["status"] == "open":
+                entry.update(
+                    status="resolved",
+                    resolved_at=run["finished_at"] or run["started_at"],
+                    resolved_by=f"{job} run at {run['started_at']}",
+                )
+    return states
+
+
+def _resolved_entry(job: str, code: str, entry: dict[str, Any]) -> dict[str, Any]:
+    last = entry["warnings"][-1]
+    return {
+        "job": job,
+        "code": code,
+        "severity": last["severity"],
+        "message": last.get("message"),
+        "raised_at": entry["raised_at"],
+        "resolved_at": entry["resolved_at"],
+        "resolved_by": entry["resolved_by"],
+    }
+
+
+def _open_and_resolved_warnings(
+    settings: Settings, ledger, current: JobResult | None, now: datetime, start: datetime
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The open warnings (the current state) and those resolved in the period.
+
+    A job's warning code is open from the run that raised it until a later ok run of that job
+    no longer raises it; then it is resolved, shown once with when and by which run, and no
+    longer counts towards the headline or the exit code. The audits that depend on the clock
+    (`LIVE_AUDITS`) are run again now: their codes recorded by an older run are replaced by the
+    fresh findings, and one the fresh check no longer finds is resolved now.
+    """
+    runs = _completed_runs(ledger, start)
     if current is not None:
-        results[current.job] = current.to_dict()
+        runs.append(
+            {
+                "job": current.job,
+                "status": "failed" if current.status == "failed" else "ok",
+                "started_at": isoformat(current.started_at),
+                "finished_at": isoformat(current.finished_at or now),
+                "warnings": [warning.to_dict() for warning in current.warnings],
+            }
+        )
+    states = _warning_states(runs)
     live_prefixes = tuple(prefix for name in LIVE_AUDITS for prefix in code_prefixes(name))
-    warnings, seen = [], set()
-    for job, result in sorted(results.items()):
-        for warning in result.get("warnings") or []:
-            if not isinstance(warning, dict) or warning.get("severity") not in set(Severity):
-                continue
-            if str(warning.get("code", "")).startswith(live_prefixes):
-                continue
-            key = (warning.get("code"), warning.get("message"))
+    fresh = [
+        {"job": "report", **warning.to_dict(), "fix": warning.fix}
+        for name in LIVE_AUDITS
+        for warning in run_audit(name, settings, now).warnings
+    ]
+    fresh_codes = {warning["code"] for warning in fresh}
+    warnings, resolved, seen = [], [], set()
+    for (job, code), entry in sorted(states.items()):
+        live = code.startswith(live_prefixes)
+        if entry["status"] == "open" and live and code not in fresh_codes:
+            # Recorded by an older run, gone now: the fresh check is what resolved it.
+            entry.update(status="resolved", resolved_at=isoformat(now), resolved_by="checked now")
+        if entry["status"] == "resolved":
+            if entry["resolved_at"] >= isoformat(start):
+                resolved.append(_resolved_entry(job, code, entry))
+            continue
+        if live:
+            continue  # the fresh findings stand for it
+        for warning in entry["warnings"]:
+            key = (code, warning.get("message"))
             if key not in seen:
                 seen.add(key)
                 warnings.append(
                     {
                         "job": job,
-                        "code": warning.get("code"),
+                        "code": code,
                         "severity": warning["severity"],
                         "message": warning.get("message"),
                         "fix": warning.get("fix"),
                     }
                 )
-    for name in LIVE_AUDITS:
-        for warning in run_audit(name, settings, now).warnings:
-            warnings.append({"job": "report", **warning.to_dict(), "fix": warning.fix})
-    return sorted(
-        warnings, key=lambda w: (-severity_rank(w["severity"]), w["job"], w["code"] or "")
-    )
+    warnings += fresh
+    warnings.sort(key=lambda w: (-severity_rank(w["severity"]), w["job"], w["code"] or ""))
+    resolved.sort(key=lambda entry: (entry["resolved_at"], entry["job"], entry["code"]))
+    return warnings, resolved
 
 
 def _eval_trend(ledger) -> list[dict[str, Any]]:
@@ -416,7 +511,7 @@ def build_report(
             for run in state.runs_since(ledger, start)
             if not run["dry_run"]
         ]
-        warnings = _open_warnings(settings, ledger, current, now)
+        warnings, resolved = _open_and_resolved_warnings(settings, ledger, current, now, start)
         from mnemo_ops.jobs.nightly_selfcare.audits.jobs import overdue_jobs
 
         table = job_table(settings)
@@ -467,6 +562,7 @@ def build_report(
             jobs=jobs,
             overdue=overdue,
             warnings=warnings,
+            resolved=resolved,
             backups=backup_status(settings, now),
             eval_trend=_eval_trend(ledger),
             eval_misses=_eval_misses(settings, ledger, now),

@@ -94,6 +94,14 @@ def _headline(report: Report) -> str:
     return f"{'ACTION NEEDED' if report.exit_code else 'ATTENTION'}: {', '.join(parts)}"
 
 
+def _resolved_line(entry: dict[str, Any]) -> str:
+    """One resolved warning: what it was, and when and by what it was resolved."""
+    return (
+        f"{entry['code']} ({entry['job']}, was {entry['severity']}): {entry['message']}; "
+        f"resolved {entry['resolved_at']} ({entry['resolved_by']})"
+    )
+
+
 def _backup_line(backups: dict[str, Any]) -> str:
     newest = backups.get("newest_verified")
     if not newest:
@@ -188,6 +196,9 @@ def render_text(report: Report) -> str:
         lines.append(f"  {warning['severity'].upper():<8} {warning['code']}: {warning['message']}")
         if warning.get("fix"):
             lines.append(f"           fix: {warning['fix']}")
+    if report.resolved:
+        lines.append("Resolved in the period:")
+        lines += [f"  RESOLVED {_resolved_line(entry)}" for entry in report.resolved]
     lines.append(f"Backups: {_backup_line(report.backups)}")
     lines.append(f"Quarantine: {_quarantine_line(report.quarantine)}")
     lines.append("Eval trend: " + "; ".join(_metric_summary(report.eval_trend)))
@@ -248,6 +259,9 @@ def render_markdown(report: Report) -> str:
         ]
     else:
         lines.append("None.")
+    if report.resolved:
+        lines += ["", "## Resolved in the period", ""]
+        lines += [f"- {_cell(_resolved_line(entry))}" for entry in report.resolved]
     lines += [
         "",
         "## Backups",

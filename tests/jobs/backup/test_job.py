@@ -126,7 +126,7 @@ def test_list_json_and_verify(sample, cli):
     code, result = run_json(cli, "run", "backup")
     assert code == 0
     code, listing = run_json(cli, "backup", "list")
-    assert code == 0 and list(listing) == ["checkpoints", "limits"]
+    assert code == 0 and list(listing) == ["checkpoints", "limits", "totals"]
     assert listing["limits"] == {"daily": 7, "manual": 3, "pre_write": 7, "failed": 7}
     (entry,) = listing["checkpoints"]
     assert {"name", "kind", "created_at", "path", "size_bytes", "verified"} <= set(entry)
@@ -137,6 +137,21 @@ def test_list_json_and_verify(sample, cli):
     )
     # Deduplicated: the folder holds the index; the chunks are shared in backups/store/.
     assert 0 < entry["size_bytes"] < sample.db_path.stat().st_size
+    # The sizes that matter: the database it restores, and what it added to the disk.
+    assert entry["database_bytes"] == sample.db_path.stat().st_size
+    store = chunk_store.ChunkStore(sample.state_dir / "backups").size_bytes()
+    assert entry["added_bytes"] == entry["size_bytes"] + store  # the first brought every page
+    assert listing["totals"] == {
+        "checkpoints_bytes": entry["size_bytes"],
+        "store_bytes": store,
+        "total_bytes": entry["size_bytes"] + store,
+    }
+    text = cli("backup", "list").stdout
+    header, row, total = text.splitlines()
+    assert header.split()[4:6] == ["database", "added"]
+    kib = sample.db_path.stat().st_size / 1024
+    assert f"{kib:,.1f} KB" in row
+    assert total.startswith("on disk: ") and "in the shared page store" in total
     code, report = run_json(cli, "backup", "verify", entry["name"])
     assert code == 0 and report["ok"] is True and report["integrity_check"] == "ok"
     # Tampering with any file is found by its sha256, and a restore then refuses and changes nothing.
