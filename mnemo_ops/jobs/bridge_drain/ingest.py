@@ -226,17 +226,6 @@ def open_ingest_connection(path) -> sqlite3.Connection:
     return sqlite3.connect(str(path), timeout=database.BUSY_TIMEOUT_MS / 1000, isolation_level=None)
 
 
-def filter_reason(content: str) -> str | None:
-    """Why Mnemosyne's write filter would refuse `content` (None when it would write it).
-
-    ``mnemosyne.core.filters`` is pure (no database, no files), so dry runs use it too.
-    """
-    from mnemosyne.core.filters import should_remember
-
-    allowed, decision = should_remember(content)
-    return None if allowed else (decision.reason or "rejected")
-
-
 def content_exists(connection: apsw.Connection, session_id: str, content: str) -> bool:
     """Mnemosyne's own dedup rule (``BeamMemory._find_duplicate``): same session, same content."""
     return (

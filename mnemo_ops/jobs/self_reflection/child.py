@@ -190,12 +190,11 @@ class Writer:
         Retried while the database is locked (``mnemosyne.writes.write_once``) with no lookup: the
         upsert is idempotent by itself (an identical body leaves the fact unchanged).
         """
-        from mnemosyne.core.canonical import CanonicalStore
-
         from mnemo_ops.mnemosyne import writes
+        from mnemo_ops.mnemosyne.api import open_canonical_store
 
         if self._canonical is None:
-            self._canonical = CanonicalStore(db_path=self.db_path)
+            self._canonical = open_canonical_store(self.db_path)
         store = self._canonical
         written = writes.write_once(
             lambda: store.remember(
