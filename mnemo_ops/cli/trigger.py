@@ -8,8 +8,10 @@ import typer
 
 from mnemo_ops import database
 from mnemo_ops.cli.common import command_group, emit, handle_errors, invocation_state
+from mnemo_ops.core import folders
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.jobs.memory_maintain import trigger
+from mnemo_ops.settings import Settings
 
 RULES = (
     "Rows inserted into working_memory with source 'user' or 'fact', veracity 'stated' and importance "
@@ -28,6 +30,15 @@ def _lineage_counts(connection, owner: str | None) -> dict[str, int]:
         (owner,),
     ).fetchone()
     return {"current_auto_facts": current, "closed_auto_facts": closed}
+
+
+def _check_writable(settings: Settings, dry_run: bool) -> None:
+    """Refuse (exit 2, one line naming the path) a database or state dir this command could not
+    write, before the lock is taken; a dry run is refused alike, as the real run would be."""
+    database.open_memory_db(settings.db_path, readonly=True).close()  # missing or not Mnemosyne
+    folders.check_database_writable(settings)
+    if not dry_run:
+        folders.check_state_dir(settings)
 
 
 def _print_status(console, data: dict[str, Any]) -> None:
@@ -70,6 +81,7 @@ def install_command(
     """Install (or upgrade) the canonical promotion trigger."""
     settings = invocation_state().settings
     chosen_owner = trigger.check_owner(owner if owner is not None else settings.owner)
+    _check_writable(settings, dry_run)
     if dry_run:
         connection = database.open_memory_db(settings.db_path, readonly=True)
         try:
@@ -118,6 +130,7 @@ def uninstall_command(
 ) -> None:
     """Remove the canonical promotion trigger."""
     settings = invocation_state().settings
+    _check_writable(settings, dry_run)
     if dry_run:
         connection = database.open_memory_db(settings.db_path, readonly=True)
         try:
@@ -177,7 +190,8 @@ def register(app: typer.Typer) -> None:
         help=(
             f"Install (or upgrade) the canonical promotion trigger, idempotently. {RULES}\n\n"
             "The owner is fixed at install: --owner, else the config 'owner', MNEMOSYNE_DEFAULT_OWNER, or "
-            "'default'. Exit codes: 0 ok, 2 database or usage problem, 75 another writer holds the lock.\n\n"
+            "'default'. Exit codes: 0 ok, 2 database or usage problem (a read-only database, its "
+            "folder or the state dir included, dry runs too), 75 another writer holds the lock.\n\n"
             "Example: mnemo-ops trigger install --owner dana --dry-run"
         ),
     )(install_command)
@@ -186,7 +200,8 @@ def register(app: typer.Typer) -> None:
         "uninstall",
         help=(
             "Remove the canonical promotion trigger (only mnemo-ops' own triggers and index; canonical facts "
-            "already promoted stay). Exit codes: 0 ok, 2 database problem, 75 another writer holds the lock.\n\n"
+            "already promoted stay). Exit codes: 0 ok, 2 database problem (a read-only database, its "
+            "folder or the state dir included, dry runs too), 75 another writer holds the lock.\n\n"
             "Example: mnemo-ops trigger uninstall"
         ),
     )(uninstall_command)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from mnemo_ops import database
-from mnemo_ops.core import folders, state
+from mnemo_ops.core import disk_reserve, folders, state
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.manifests import get_manifest
@@ -134,7 +134,8 @@ def run_job(
     """Run `job` (the job's ``run(ctx)``) under the writer lock and return its finished result.
 
     Expected problems before the job starts (unknown job or option, a file named for this run that
-    is not there or not usable, bad database) raise MnemoOpsError with exit code 2 and leave no
+    is not there or not usable, bad database, a database, folder or state dir that cannot be
+    written, the disk below the agent's reserve) raise MnemoOpsError with exit code 2 and leave no
     ledger row; a held lock yields a ``skipped`` result (exit 75) with a ledger row.
     """
     manifest = get_manifest(settings, name)
@@ -155,6 +156,12 @@ def run_job(
     # The ledger and the lock live in the state dir: without it nothing can even be recorded, so
     # it refuses the run before it starts (dry runs too: they report what the real run would meet).
     folders.check_state_dir(settings)
+    # Then everything the job writes (the database file, its folder, the checkpoints' folder...)
+    # and the agent's free-space reserve: a read-only file met after the checkpoint would leave a
+    # checkpoint behind and fail with no path named, so these refuse the run before the lock, the
+    # checkpoint or any write, and like the checks above they are not a run (no ledger row).
+    folders.check_writes(settings, manifest)
+    disk_reserve.check_free_space(settings, manifest)
     context = JobContext(
         settings=settings,
         manifest=manifest,
@@ -188,7 +195,6 @@ def run_job(
         context.lock_release = lock.release if lock is not None else None
         _notify(settings, result, hooks.monitors, "start")
         try:
-            folders.check_scopes(settings, manifest)
             for check in hooks.preflight:
                 check(context)
             guard = hooks.guards.get(manifest.guard) if manifest.guard and not dry_run else None
