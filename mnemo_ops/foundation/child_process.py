@@ -322,12 +322,14 @@ def _read_messages(stream: IO[bytes], messages: _Messages, deadline: float | Non
                 messages.take(line)
 
 
-def _wait_exit(pid: int, deadline: float | None) -> bool:
+def _wait_exit(pid: int, deadline: float | None, interruptible: bool = True) -> bool:
     """Wait for the child to exit without reaping it (its pid keeps the group id reserved);
-    False when the deadline passed first."""
+    False when the deadline passed first. While `interruptible`, a stop asked by a signal is
+    raised (not while the child is being ended: that must go on to the group's SIGKILL)."""
     delay = 0.001
     while True:
-        interrupts.check()
+        if interruptible:
+            interrupts.check()
         try:
             if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                 return True
@@ -349,7 +351,7 @@ def _end_group(process: subprocess.Popen, gently: bool, grace_s: float) -> None:
     """End the child's whole process group and reap the child (see the module docstring)."""
     if gently:
         _signal_group(process.pid, signal.SIGTERM)
-        _wait_exit(process.pid, time.monotonic() + grace_s)
+        _wait_exit(process.pid, time.monotonic() + grace_s, interruptible=False)
     _signal_group(process.pid, signal.SIGKILL)
     process.wait()
 
