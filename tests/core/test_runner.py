@@ -332,3 +332,14 @@ def test_sigterm_stops_at_a_safe_point_records_the_stage_and_releases_the_lock(s
     lock.acquire()
     lock.release()
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_sigterm_in_the_recall_guards_trial_names_the_trials_stage(sample_settings):
+    # memory-maintain runs under the recall guard: the probe first runs (and is stopped) on the
+    # trial copy, so the live database never sees a write.
+    result = runner.run_job(
+        sample_settings, "memory-maintain", _write_until_stopped, hooks=HOOKS, show_progress=False
+    )
+    assert result.status == "interrupted" and result.exit_code == 143
+    assert result.stats["interrupted"]["stage"] == "recall-guard trial, probe-batches"
+    assert _edges(sample_settings) == 0

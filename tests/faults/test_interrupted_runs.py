@@ -119,3 +119,61 @@ def test_a_signal_mid_run_is_recorded_and_the_next_run_finishes(
     ]
     resolved = [entry for entry in report["resolved"] if entry["code"] == "run-interrupted"]
     assert len(resolved) == 1 and resolved[0]["job"] == "memory-maintain"
+
+
+def test_sigterm_during_evening_batch_consolidation_is_recorded_and_the_next_run_completes(
+    sample, sample_template, tmp_path
+):
+    from mnemo_ops.jobs.evening_batch.job import STEPS
+    from tests.faults.test_evening_batch_kill import _add_old_turns, _progress, _state
+
+    config = tmp_path / "config.yaml"
+    # Claims of a child ended mid-sleep become reclaimable after this many seconds.
+    config.write_text("evening_batch:\n  reclaim_stale_seconds: 1\n")
+    _add_old_turns(sample)
+    before = _state(sample.db_path)
+    reference = copy_sample(sample, tmp_path / "reference")
+    assert run_cli(reference, "--config", str(config), "run", "evening-batch").returncode == 0
+    expected = _state(reference.db_path)["consolidated"]
+
+    victim = subprocess.Popen(
+        [sys.executable, "-m", "mnemo_ops", "--config", str(config), "--json"]
+        + ["run", "evening-batch"],
+        env=sample.environ(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 300
+    try:
+        # Once the live database is being consolidated (the guard's trial is over).
+        while time.monotonic() < deadline and victim.poll() is None:
+            progress = _progress(sample.db_path)
+            if progress["consolidated"] or progress["claimed_open"]:
+                break
+            time.sleep(0.01)
+        assert victim.poll() is None, "the batch finished before it could be stopped"
+        victim.send_signal(signal.SIGTERM)
+        stdout, stderr = victim.communicate(timeout=120)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.wait()
+    assert victim.returncode == 143, stderr
+    result = json.loads(stdout)
+    stage = result["stats"]["interrupted"]["stage"]
+    assert result["status"] == "interrupted" and stage in {step.name for step in STEPS}, stage
+    assert {"name": stage, "status": "interrupted"}.items() <= result["stats"]["steps"][-1].items()
+    last = _ledger(sample.state_dir / "state.db")[-1]
+    assert (last["job"], last["status"], last["exit_code"]) == ("evening-batch", "interrupted", 143)
+    assert f"during {stage}" in last["error"]
+
+    middle = _state(sample.db_path)
+    assert middle["integrity"] == "ok"
+    assert middle["working"] == before["working"] and middle["fts"] == middle["working"]
+    assert middle["consolidated"] < expected
+
+    time.sleep(1.2)  # let a claim left by the ended child go stale
+    final = run_cli(sample, "--json", "--config", str(config), "run", "evening-batch")
+    assert final.returncode == 0, final.stderr
+    assert _state(sample.db_path)["consolidated"] == expected
