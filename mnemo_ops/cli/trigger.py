@@ -11,7 +11,6 @@ from mnemo_ops.cli.common import command_group, emit, handle_errors, invocation_
 from mnemo_ops.core import folders
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.jobs.memory_maintain import trigger
-from mnemo_ops.settings import Settings
 
 RULES = (
     "Rows inserted into working_memory with source 'user' or 'fact', veracity 'stated' and importance "
@@ -30,15 +29,6 @@ def _lineage_counts(connection, owner: str | None) -> dict[str, int]:
         (owner,),
     ).fetchone()
     return {"current_auto_facts": current, "closed_auto_facts": closed}
-
-
-def _check_writable(settings: Settings, dry_run: bool) -> None:
-    """Refuse (exit 2, one line naming the path) a database or state dir this command could not
-    write, before the lock is taken; a dry run is refused alike, as the real run would be."""
-    database.open_memory_db(settings.db_path, readonly=True).close()  # missing or not Mnemosyne
-    folders.check_database_writable(settings)
-    if not dry_run:
-        folders.check_state_dir(settings)
 
 
 def _print_status(console, data: dict[str, Any]) -> None:
@@ -81,7 +71,7 @@ def install_command(
     """Install (or upgrade) the canonical promotion trigger."""
     settings = invocation_state().settings
     chosen_owner = trigger.check_owner(owner if owner is not None else settings.owner)
-    _check_writable(settings, dry_run)
+    folders.check_command_writes(settings, dry_run)
     if dry_run:
         connection = database.open_memory_db(settings.db_path, readonly=True)
         try:
@@ -130,7 +120,7 @@ def uninstall_command(
 ) -> None:
     """Remove the canonical promotion trigger."""
     settings = invocation_state().settings
-    _check_writable(settings, dry_run)
+    folders.check_command_writes(settings, dry_run)
     if dry_run:
         connection = database.open_memory_db(settings.db_path, readonly=True)
         try:

@@ -41,6 +41,19 @@ def check_database_writable(settings: Settings, purpose: str = "the memory datab
     require_writable(settings.db_path.parent, f"{purpose}'s journal and WAL beside it", FOLDER_FIX)
 
 
+def check_command_writes(settings: Settings, dry_run: bool) -> None:
+    """For a command that writes the memory database under the writer lock (``trigger install``,
+    ``summaries revert``, ``forgotten restore``...): refuse, before the lock, a database or state
+    dir it could not write, with exit 2 and one line naming the path; a dry run is refused alike,
+    as the real run would be. A missing database is left to the command's own open, which names it.
+    """
+    if not settings.db_path.exists():
+        return
+    check_database_writable(settings)
+    if not dry_run:
+        check_state_dir(settings)
+
+
 def scope_folders(settings: Settings, manifest: JobManifest) -> list[tuple[Path, str, str]]:
     """(folder, what is written there, what to do) for each scope the manifest writes."""
     wanted = set(manifest.writes)

@@ -110,14 +110,19 @@ def test_a_read_only_state_dir_is_refused_for_jobs_that_write_no_database_too(sa
         )
 
 
-def test_the_trigger_commands_refuse_a_read_only_database_in_one_line(sample, cli):
+def test_the_commands_that_write_refuse_a_read_only_database_in_one_line(sample, cli):
     before = sample_snapshot(sample)
     with read_only(sample.db_path, 0o444):
         completed = [
-            cli("trigger", "install"),
-            cli("trigger", "install", "--dry-run"),
-            cli("trigger", "uninstall"),
-            cli("trigger", "uninstall", "--dry-run"),
+            cli(*command, *mode)
+            for command in (
+                ("trigger", "install"),
+                ("trigger", "uninstall"),
+                ("summaries", "revert"),
+                ("forgotten", "restore", "--all"),
+                ("importance", "restore", "--all"),
+            )
+            for mode in ((), ("--dry-run",))
         ]
     for each in completed:
         assert each.returncode == 2, (each.args, each.stdout, each.stderr)
