@@ -10,7 +10,13 @@ from rich.table import Table
 
 from mnemo_ops.core.results import JobResult
 
-_STATUS_STYLE = {"ok": "green", "dry-run": "cyan", "skipped": "yellow", "failed": "bold red"}
+_STATUS_STYLE = {
+    "ok": "green",
+    "dry-run": "cyan",
+    "skipped": "yellow",
+    "failed": "bold red",
+    "interrupted": "bold yellow",
+}
 _SEVERITY_STYLE = {"info": "dim", "warning": "yellow", "error": "red", "critical": "bold red"}
 
 

@@ -102,6 +102,11 @@ def run_command(
         invocation_state().err_console.print(
             f"mnemo-ops: error: {result.error}", markup=False, soft_wrap=True
         )
+    if result.status == Status.INTERRUPTED and not invocation_state().json:
+        # Stopped by a signal: one line on stderr, in -q too (cron mails it), exit 130 or 143.
+        invocation_state().err_console.print(
+            f"mnemo-ops: {result.job} {result.error}", markup=False, soft_wrap=True
+        )
     if result.status == Status.SKIPPED and result.error and not invocation_state().json:
         invocation_state().err_console.print(f"mnemo-ops: skipped: {result.error}", markup=False)
     raise typer.Exit(result.exit_code)
@@ -117,7 +122,8 @@ def register(app: typer.Typer) -> None:
             "Job options: --option KEY=VALUE (any key of the job's config section, e.g. -o k=5 for "
             f"memory-maintain), or a job's boolean flag ({_flags_help()}).\n\n"
             "Exit codes: 0 ok, 1 failed (or the eval regressed), 2 usage/config/database problem, "
-            "75 skipped because another writer holds the lock.\n\n"
+            "75 skipped because another writer holds the lock, 130/143 interrupted by "
+            "SIGINT/SIGTERM (stopped at a safe point and recorded).\n\n"
             "Example: mnemo-ops run memory-maintain --dry-run"
         ),
     )(run_command)

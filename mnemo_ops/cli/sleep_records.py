@@ -17,7 +17,7 @@ import typer
 
 from mnemo_ops import database
 from mnemo_ops.cli.common import command_group, emit, handle_errors, invocation_state
-from mnemo_ops.core import state
+from mnemo_ops.core import folders, state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.foundation.errors import UsageError
@@ -126,6 +126,7 @@ def restore_command(
     memory_ids = list(memory_ids or [])
     if sum(bool(choice) for choice in (memory_ids, night, everything)) != 1:
         raise UsageError("name the memories to restore: IDs, or --night NIGHT, or --all")
+    folders.check_command_writes(settings, dry_run)
     if dry_run:
         counts, entries = _restore(settings, spec, memory_ids, night, everything, True)
     else:

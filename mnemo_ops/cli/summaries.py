@@ -6,7 +6,7 @@ import typer
 
 from mnemo_ops import database
 from mnemo_ops.cli.common import command_group, emit, handle_errors, invocation_state
-from mnemo_ops.core import state
+from mnemo_ops.core import folders, state
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.jobs.evening_batch.consolidation import summary_repair
 
@@ -50,6 +50,7 @@ def revert_command(
 ) -> None:
     """Put back each repaired summary's original tier and timestamp."""
     settings = invocation_state().settings
+    folders.check_command_writes(settings, dry_run)
     if dry_run:
         connection = database.open_memory_db(settings.db_path, readonly=True)
         ledger = state.open_state_readonly(settings.state_db_path)

@@ -8,6 +8,7 @@ import typer
 
 from mnemo_ops import database
 from mnemo_ops.cli.common import command_group, emit, handle_errors, invocation_state
+from mnemo_ops.core import folders
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.jobs.memory_maintain import trigger
 
@@ -70,6 +71,7 @@ def install_command(
     """Install (or upgrade) the canonical promotion trigger."""
     settings = invocation_state().settings
     chosen_owner = trigger.check_owner(owner if owner is not None else settings.owner)
+    folders.check_command_writes(settings, dry_run)
     if dry_run:
         connection = database.open_memory_db(settings.db_path, readonly=True)
         try:
@@ -118,6 +120,7 @@ def uninstall_command(
 ) -> None:
     """Remove the canonical promotion trigger."""
     settings = invocation_state().settings
+    folders.check_command_writes(settings, dry_run)
     if dry_run:
         connection = database.open_memory_db(settings.db_path, readonly=True)
         try:
@@ -177,7 +180,8 @@ def register(app: typer.Typer) -> None:
         help=(
             f"Install (or upgrade) the canonical promotion trigger, idempotently. {RULES}\n\n"
             "The owner is fixed at install: --owner, else the config 'owner', MNEMOSYNE_DEFAULT_OWNER, or "
-            "'default'. Exit codes: 0 ok, 2 database or usage problem, 75 another writer holds the lock.\n\n"
+            "'default'. Exit codes: 0 ok, 2 database or usage problem (a read-only database, its "
+            "folder or the state dir included, dry runs too), 75 another writer holds the lock.\n\n"
             "Example: mnemo-ops trigger install --owner dana --dry-run"
         ),
     )(install_command)
@@ -186,7 +190,8 @@ def register(app: typer.Typer) -> None:
         "uninstall",
         help=(
             "Remove the canonical promotion trigger (only mnemo-ops' own triggers and index; canonical facts "
-            "already promoted stay). Exit codes: 0 ok, 2 database problem, 75 another writer holds the lock.\n\n"
+            "already promoted stay). Exit codes: 0 ok, 2 database problem (a read-only database, its "
+            "folder or the state dir included, dry runs too), 75 another writer holds the lock.\n\n"
             "Example: mnemo-ops trigger uninstall"
         ),
     )(uninstall_command)

@@ -42,6 +42,10 @@ class JobContext:
     """Why the job's preflight found nothing to do (``guard.recall_guard.mark_not_needed``), else
     None: the guard then makes no trial, and the job returns without writing. Set on this context
     only (the guard's trial runs the job on a fresh one)."""
+    stage: str = "start"
+    """The stage the run is in, named in the ledger when a signal interrupts it: the runner's
+    phases (``preflight``, ``recall-guard trial``, ``checkpoint``, ``run``), or the job's own
+    (`enter_stage`)."""
     _checkpoint_taken: bool = False
 
     @property
@@ -59,10 +63,16 @@ class JobContext:
             return
         self._checkpoint_taken = True
         if self.checkpoint_hook is not None:
-            started = time.monotonic()
+            started, stage = time.monotonic(), self.stage
+            self.stage = "checkpoint"
             self.result.checkpoint = self.checkpoint_hook(self)
+            self.stage = stage
             # A whole-file copy: on a large database the largest share of a small run.
             self.result.stats["checkpoint_seconds"] = round(time.monotonic() - started, 2)
+
+    def enter_stage(self, name: str) -> None:
+        """Say which stage the job is in now (named in the ledger if a signal interrupts it)."""
+        self.stage = name
 
     def release_lock(self) -> None:
         """Let go of the writer lock before the run ends, once the job writes nothing more the

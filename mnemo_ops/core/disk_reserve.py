@@ -10,7 +10,8 @@ never less than ``disk.reserve_floor_mb``. Below it:
 
 - a checkpoint is refused (``checkpoints.create.check_free_space``; a deduplicated one is also
   stopped while it writes its new pages, by the chunk store's own check);
-- a writing job does not start (`preflight`, one of the runner's preflight checks, exit 1);
+- a writing job does not start, nor does its dry run (`check_free_space`, which the runner calls
+  before the writer lock, with the writability checks: exit 2, no ledger row);
 - the morning report warns before the reserve is reached (``jobs/nightly_selfcare/audits/database_health``).
 """
 
@@ -21,8 +22,9 @@ import os
 import shutil
 from pathlib import Path
 
-from mnemo_ops.core.context import JobContext
+from mnemo_ops.core.manifests import JobManifest
 from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.foundation.exit_codes import USAGE
 from mnemo_ops.settings import Settings
 
 MEBIBYTE = 1024 * 1024
@@ -100,19 +102,21 @@ def free_space(settings: Settings, folder: Path | None = None, needed: int = 0) 
     )
 
 
-def preflight(ctx: JobContext) -> None:
-    """The runner's preflight check: a job that writes the database does not start below the reserve.
+def check_free_space(settings: Settings, manifest: JobManifest) -> None:
+    """Before the writer lock: a job that writes the database does not start below the reserve.
 
-    Dry runs and jobs that do not write the database are not checked. Raises MnemoOpsError (exit 1)
-    with one line naming the free space and the reserve.
+    Dry runs are refused too, so they report what the real run would meet; jobs that do not write
+    the database are not checked. Raises MnemoOpsError (exit 2: the disk needs room before any run
+    can help) with one line naming the folder, the free space and the reserve.
     """
-    if ctx.dry_run or "database" not in ctx.manifest.writes:
+    if "database" not in manifest.writes:
         return
-    space = free_space(ctx.settings)
+    space = free_space(settings)
     if not space.enough:
         raise MnemoOpsError(
-            f"not starting {ctx.manifest.name}: {space.describe()} "
-            f"({ctx.settings.disk.reserve_factor:g}x the database and its WAL, at least "
-            f"{ctx.settings.disk.reserve_floor_mb} MiB: disk.reserve_factor, "
-            "disk.reserve_floor_mb); free some space first"
+            f"not starting {manifest.name}: {space.describe()} "
+            f"({settings.disk.reserve_factor:g}x the database and its WAL, at least "
+            f"{settings.disk.reserve_floor_mb} MiB: disk.reserve_factor, "
+            "disk.reserve_floor_mb); free some space first",
+            exit_code=USAGE,
         )

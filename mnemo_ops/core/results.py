@@ -32,6 +32,9 @@ class Status(enum.StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     DRY_RUN = "dry-run"
+    INTERRUPTED = "interrupted"
+    """Stopped at a safe point by SIGINT or SIGTERM (exit 130 or 143); ``stats.interrupted`` says
+    which signal and in which stage."""
 
 
 def severity_rank(value: str) -> int:
@@ -102,6 +105,25 @@ class JobResult:
         self.status = Status.FAILED
         self.error = message
 
+    def interrupt(self, signal_name: str, exit_code: int, stage: str) -> None:
+        """Mark the result interrupted by `signal_name` while in `stage`, exiting `exit_code`.
+
+        A warning (``run-interrupted``) goes with it, so the morning report shows the stop until a
+        later successful run of the job no longer raises it."""
+        self.status = Status.INTERRUPTED
+        self.exit_code_override = exit_code
+        self.stats["interrupted"] = {"signal": signal_name, "stage": stage}
+        self.error = (
+            f"interrupted by {signal_name} during {stage}: stopped at a safe point, what was "
+            "not committed was rolled back"
+        )
+        self.warn(
+            "run-interrupted",
+            f"{self.job} was interrupted by {signal_name} during {stage}; the next run goes on",
+            severity=Severity.WARNING,
+            fix=f"mnemo-ops run {self.job}",
+        )
+
     def finish(self) -> JobResult:
         """Stamp the finish time and settle the status of a dry run; return self."""
         self.finished_at = utc_now()
@@ -132,6 +154,8 @@ class JobResult:
             return exit_codes.FAILED
         if self.status == Status.SKIPPED:
             return exit_codes.TEMPFAIL
+        if self.status == Status.INTERRUPTED:  # no signal known: say SIGTERM, the stop asked of us
+            return exit_codes.INTERRUPTED_SIGTERM
         return exit_codes.OK
 
     def to_dict(self) -> dict[str, Any]:

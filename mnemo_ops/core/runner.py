@@ -16,12 +16,13 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from mnemo_ops import database
-from mnemo_ops.core import folders, state
+from mnemo_ops.core import disk_reserve, folders, state
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.core.manifests import get_manifest
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.core.results import JobResult, Severity, Status
+from mnemo_ops.foundation import interrupts
 from mnemo_ops.foundation.errors import JobTimeout, LockHeldError, MnemoOpsError
 from mnemo_ops.foundation.exit_codes import OK, USAGE
 from mnemo_ops.foundation.writable import describe_os_error
@@ -134,7 +135,8 @@ def run_job(
     """Run `job` (the job's ``run(ctx)``) under the writer lock and return its finished result.
 
     Expected problems before the job starts (unknown job or option, a file named for this run that
-    is not there or not usable, bad database) raise MnemoOpsError with exit code 2 and leave no
+    is not there or not usable, bad database, a database, folder or state dir that cannot be
+    written, the disk below the agent's reserve) raise MnemoOpsError with exit code 2 and leave no
     ledger row; a held lock yields a ``skipped`` result (exit 75) with a ledger row.
     """
     manifest = get_manifest(settings, name)
@@ -155,6 +157,12 @@ def run_job(
     # The ledger and the lock live in the state dir: without it nothing can even be recorded, so
     # it refuses the run before it starts (dry runs too: they report what the real run would meet).
     folders.check_state_dir(settings)
+    # Then everything the job writes (the database file, its folder, the checkpoints' folder...)
+    # and the agent's free-space reserve: a read-only file met after the checkpoint would leave a
+    # checkpoint behind and fail with no path named, so these refuse the run before the lock, the
+    # checkpoint or any write, and like the checks above they are not a run (no ledger row).
+    folders.check_writes(settings, manifest)
+    disk_reserve.check_free_space(settings, manifest)
     context = JobContext(
         settings=settings,
         manifest=manifest,
@@ -184,35 +192,56 @@ def run_job(
             _record(settings, result)
             return result
     try:
-        # The lock is held from here: a job may release it early for slow work after its writes.
-        context.lock_release = lock.release if lock is not None else None
-        _notify(settings, result, hooks.monitors, "start")
-        try:
-            folders.check_scopes(settings, manifest)
-            for check in hooks.preflight:
-                check(context)
-            guard = hooks.guards.get(manifest.guard) if manifest.guard and not dry_run else None
-            if manifest.guard and not dry_run and guard is None:
-                raise MnemoOpsError(
-                    f"{name} must run under the {manifest.guard} guard, which is not available"
-                )
-            with _time_limit(manifest.timeout):
-                if guard is None or guard.trial(context, job):
-                    job(context)
-        except MnemoOpsError as error:
-            result.fail(error.message)
-            if error.exit_code == USAGE:
-                result.exit_code_override = USAGE
-        except OSError as error:  # a file or folder of ours: what failed, where, and what to do
-            log.debug("job %s met an OS error", name, exc_info=True)
-            result.fail(describe_os_error(error))
-        except Exception as error:  # unexpected: one line for the user, the traceback in the log
-            log.debug("job %s crashed", name, exc_info=True)
-            result.fail(f"{type(error).__name__}: {error}")
-        result.finish()
-        _notify(settings, result, hooks.monitors, "finish")
-        _record(settings, result)
+        # From here a SIGINT or SIGTERM asks for a stop at the next safe point, so the run is
+        # recorded as interrupted and the lock released (``foundation/interrupts``).
+        with interrupts.safe_points():
+            _run_with_lock(settings, name, job, context, hooks, lock)
     finally:
         if lock is not None:
             lock.release()
     return result
+
+
+def _run_with_lock(
+    settings: Settings,
+    name: str,
+    job: Callable[[JobContext], Any],
+    context: JobContext,
+    hooks: RunHooks,
+    lock: WriterLock | None,
+) -> None:
+    """The run proper, the lock held: preflight, guard, job, then the monitors and the ledger."""
+    manifest, result, dry_run = context.manifest, context.result, context.dry_run
+    # The lock is held from here: a job may release it early for slow work after its writes.
+    context.lock_release = lock.release if lock is not None else None
+    _notify(settings, result, hooks.monitors, "start")
+    try:
+        context.stage = "preflight"
+        for check in hooks.preflight:
+            check(context)
+        guard = hooks.guards.get(manifest.guard) if manifest.guard and not dry_run else None
+        if manifest.guard and not dry_run and guard is None:
+            raise MnemoOpsError(
+                f"{name} must run under the {manifest.guard} guard, which is not available"
+            )
+        with _time_limit(manifest.timeout):
+            context.stage = "recall-guard trial" if guard is not None else "run"
+            if guard is None or guard.trial(context, job):
+                context.stage = "run"
+                job(context)
+    except interrupts.Interrupted as interruption:
+        log.debug("job %s interrupted during %s", name, context.stage)
+        result.interrupt(interruption.signal.name, interruption.exit_code, context.stage)
+    except MnemoOpsError as error:
+        result.fail(error.message)
+        if error.exit_code == USAGE:
+            result.exit_code_override = USAGE
+    except OSError as error:  # a file or folder of ours: what failed, where, and what to do
+        log.debug("job %s met an OS error", name, exc_info=True)
+        result.fail(describe_os_error(error))
+    except Exception as error:  # unexpected: one line for the user, the traceback in the log
+        log.debug("job %s crashed", name, exc_info=True)
+        result.fail(f"{type(error).__name__}: {error}")
+    result.finish()
+    _notify(settings, result, hooks.monitors, "finish")
+    _record(settings, result)

@@ -67,7 +67,7 @@ RUNS = StateTable(
     pk="id",
     indexes=(("job", "started_at"),),
 )
-"""The run ledger: one row per run (ok, failed or skipped; never a dry run)."""
+"""The run ledger: one row per run (ok, failed, skipped or interrupted; never a dry run)."""
 
 
 MIGRATIONS: list[Callable[[sqlite_utils.Database], None]] = [RUNS.ensure]

@@ -39,6 +39,7 @@ from typing import Any, TypeVar
 import apsw
 
 from mnemo_ops.database import wal
+from mnemo_ops.foundation import interrupts
 from mnemo_ops.settings.sections import TransactionOptions
 
 T = TypeVar("T")
@@ -224,7 +225,9 @@ def immediate_transaction(connection: Any) -> Iterator[Any]:
 
     A Python sqlite3 connection must be in autocommit mode (``isolation_level=None``), so that the
     module never opens a transaction of its own around ours. Not timed: `write_batch` is.
+    Before it begins is a safe point: a stop asked by a signal is raised there (``interrupts``).
     """
+    interrupts.check()
     connection.execute("BEGIN IMMEDIATE")
     try:
         yield connection
@@ -249,8 +252,11 @@ def write_batch(
     `work` must be safe to repeat: it is called again from the start after a busy rollback. After
     `attempts` tries the busy error propagates. The time the write lock was held (from BEGIN
     IMMEDIATE returning to COMMIT returning) is recorded in the current meter under `label`, and
-    after the commit the writer pauses for the agent's share (`Policy.pause_after`).
+    after the commit the writer pauses for the agent's share (`Policy.pause_after`). Before the
+    transaction begins is a safe point: a stop asked by a signal is raised there (``interrupts``),
+    so a job stops between batches with none of its transactions open.
     """
+    interrupts.check()
     meter = current_meter()
     for attempt in range(1, attempts + 1):
         asked = time.monotonic()

@@ -27,7 +27,9 @@ The protocol (version 1):
   lines are kept (`ChildProcessFailed.stderr_tail`) and the last one is named in the error.
 - Process group: the child starts in a session of its own. On a timeout, or an exception in the
   parent while it waits (the job's manifest timeout, an interrupt), the whole group gets SIGTERM,
-  then SIGKILL after `kill_grace_s`, and the child is reaped, so no grandchild survives it. After a
+  then SIGKILL after `kill_grace_s`, and the child is reaped, so no grandchild survives it. A
+  stop asked by SIGINT or SIGTERM (``foundation/interrupts``) is noticed while waiting (at least
+  every `INTERRUPT_POLL_S`) and ends the child the same way; `Interrupted` then propagates. After a
   normal exit the group gets SIGKILL too (whatever the child left running dies with it). The group
   is signalled before the child is reaped: until then its id cannot be reused by another process.
 - The other direction: a child dies with its parent. In its own session it would not get a kill of
@@ -84,6 +86,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
+from mnemo_ops.foundation import interrupts
 from mnemo_ops.foundation.errors import MnemoOpsError
 
 PARENT_PID_VARIABLE = "MNEMO_OPS_CHILD_PARENT_PID"
@@ -96,11 +99,15 @@ STDERR_TAIL_LINES = 10
 NOISE_KEPT = 5
 SHOWN_CHARACTERS = 300
 """A line quoted in an error is cut to this length (a result line can be megabytes long)."""
+INTERRUPT_POLL_S = 0.2
+"""How often the wait for a child looks whether a stop was asked (a signal's handler only sets a
+flag, and a select or sleep goes on after it)."""
 STANDIN_FILES = (
     "__init__.py",
     "foundation/__init__.py",
     "foundation/exit_codes.py",
     "foundation/errors.py",
+    "foundation/interrupts.py",
     "foundation/child_process.py",
 )
 """This module and what it imports, relative to the ``mnemo_ops`` folder: the stand-in package a
@@ -300,10 +307,12 @@ def _read_messages(stream: IO[bytes], messages: _Messages, deadline: float | Non
     with selectors.DefaultSelector() as selector:
         selector.register(descriptor, selectors.EVENT_READ)
         while True:
+            interrupts.check()
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
-            if not selector.select(remaining):
+            wait = INTERRUPT_POLL_S if remaining is None else min(remaining, INTERRUPT_POLL_S)
+            if not selector.select(wait):
                 continue
             chunk = os.read(descriptor, 1 << 16)
             if not chunk:
@@ -318,11 +327,14 @@ def _read_messages(stream: IO[bytes], messages: _Messages, deadline: float | Non
                 messages.take(line)
 
 
-def _wait_exit(pid: int, deadline: float | None) -> bool:
+def _wait_exit(pid: int, deadline: float | None, interruptible: bool = True) -> bool:
     """Wait for the child to exit without reaping it (its pid keeps the group id reserved);
-    False when the deadline passed first."""
+    False when the deadline passed first. While `interruptible`, a stop asked by a signal is
+    raised (not while the child is being ended: that must go on to the group's SIGKILL)."""
     delay = 0.001
     while True:
+        if interruptible:
+            interrupts.check()
         try:
             if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
                 return True
@@ -344,7 +356,7 @@ def _end_group(process: subprocess.Popen, gently: bool, grace_s: float) -> None:
     """End the child's whole process group and reap the child (see the module docstring)."""
     if gently:
         _signal_group(process.pid, signal.SIGTERM)
-        _wait_exit(process.pid, time.monotonic() + grace_s)
+        _wait_exit(process.pid, time.monotonic() + grace_s, interruptible=False)
     _signal_group(process.pid, signal.SIGKILL)
     process.wait()
 

@@ -11,3 +11,10 @@ USAGE = 2
 
 TEMPFAIL = 75
 """Skipped: another mnemo-ops writer holds the lock (EX_TEMPFAIL, so cron does not alarm)."""
+
+INTERRUPTED_SIGINT = 130
+"""Interrupted by SIGINT (Ctrl-C): stopped at a safe point and recorded (128 + 2, as a shell says)."""
+
+INTERRUPTED_SIGTERM = 143
+"""Interrupted by SIGTERM (cron, systemd, Kubernetes stopping it): stopped at a safe point and
+recorded (128 + 15)."""

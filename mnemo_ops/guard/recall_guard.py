@@ -52,6 +52,7 @@ from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database.snapshot import snapshot_database
 from mnemo_ops.evaluation.engines.mnemosyne import COST_SAMPLE, VectorsUnavailable
 from mnemo_ops.evaluation.suite import load_suite
+from mnemo_ops.foundation import interrupts
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.private_files import ensure_private_dir
@@ -518,6 +519,10 @@ class RecallGuard:
         )
         try:
             job(trial_ctx)
+        except interrupts.Interrupted:
+            # The ledger names the stage the trial stopped in, not only that it was a trial.
+            ctx.stage = f"recall-guard trial, {trial_ctx.stage}"
+            raise
         except (
             Exception
         ) as error:  # judged by its effect on recall; the real run reports its own failure

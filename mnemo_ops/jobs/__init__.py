@@ -22,7 +22,6 @@ from types import ModuleType
 from typing import Any
 
 from mnemo_ops.checkpoints import pre_write
-from mnemo_ops.core import disk_reserve as reserve
 from mnemo_ops.core import monitoring, runner
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.manifests import load_manifests
@@ -37,9 +36,9 @@ HOOKS = runner.RunHooks(
     checkpoint=pre_write.take_for_job,
     monitors=monitoring.HOOKS,
     guards={"recall": RecallGuard()},
-    # The Mnemosyne line is checked first; then a job that writes the database does not start below
-    # the agent's free-space reserve.
-    preflight=(versions.preflight, reserve.preflight),
+    # The Mnemosyne line is checked first (the free-space reserve and the writable paths are the
+    # runner's own checks, before the lock).
+    preflight=(versions.preflight,),
 )
 
 

@@ -7,19 +7,20 @@ needed: ``tests/faults/test_disk_reserve.py`` does the same on a size-limited tm
 from __future__ import annotations
 
 import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from mnemo_ops.core import disk_reserve as reserve
-from mnemo_ops.core.context import JobContext
+from mnemo_ops.core import state
 from mnemo_ops.core.manifests import get_manifest
-from mnemo_ops.core.results import JobResult
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.jobs import run_job
 from mnemo_ops.settings import load_settings
 
 MEBIBYTE = reserve.MEBIBYTE
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def settings_with(sample, tmp_path, factor: float, floor_mb: int):
@@ -36,16 +37,6 @@ def settings_with(sample, tmp_path, factor: float, floor_mb: int):
 def beyond_free_mb(folder: Path) -> int:
     """A floor larger than what the filesystem of `folder` has free."""
     return shutil.disk_usage(folder).free // MEBIBYTE + 1024
-
-
-def context(settings, job: str, dry_run: bool = False) -> JobContext:
-    """The context the runner gives `job` (without its hooks)."""
-    return JobContext(
-        settings=settings,
-        manifest=get_manifest(settings, job),
-        dry_run=dry_run,
-        result=JobResult(job=job, dry_run=dry_run),
-    )
 
 
 def test_the_reserve_is_the_factor_times_database_and_wal_or_the_floor(sample, tmp_path):
@@ -76,22 +67,30 @@ def test_a_missing_folder_is_measured_on_its_nearest_existing_parent(tmp_path):
     assert reserve.same_filesystem(missing, tmp_path)
 
 
-def test_below_the_reserve_a_writing_job_is_refused_and_writes_nothing(sample, tmp_path):
+def test_below_the_reserve_a_writing_job_and_its_dry_run_are_refused_and_write_nothing(
+    sample, tmp_path
+):
     settings = settings_with(sample, tmp_path, 2, beyond_free_mb(sample.db_path.parent))
     with pytest.raises(MnemoOpsError, match="not starting memory-maintain: .* MiB free at "):
-        reserve.preflight(context(settings, "memory-maintain"))
-    # A dry run writes nothing, and a job that does not write the database is not held back.
-    reserve.preflight(context(settings, "memory-maintain", dry_run=True))
-    reserve.preflight(context(settings, "retrieval-eval"))
+        reserve.check_free_space(settings, get_manifest(settings, "memory-maintain"))
+    # A job that does not write the database is not held back.
+    reserve.check_free_space(settings, get_manifest(settings, "retrieval-eval"))
     before = sample.db_path.read_bytes()
-    result = run_job(settings, "memory-maintain", show_progress=False)
-    assert result.status == "failed" and result.exit_code == 1
-    assert "reserve kept for the live agent" in result.error and "\n" not in result.error
+    for dry_run in (False, True):
+        # Refused before the lock and the checkpoint: exit 2, the folder named, not a run.
+        with pytest.raises(MnemoOpsError) as raised:
+            run_job(settings, "memory-maintain", dry_run=dry_run, show_progress=False)
+        assert raised.value.exit_code == 2
+        assert str(sample.db_path.parent) in raised.value.message
+        assert "reserve kept for the live agent" in raised.value.message
+        assert "\n" not in raised.value.message
     assert sample.db_path.read_bytes() == before
+    assert not settings.backups_dir.exists() or not any(settings.backups_dir.iterdir())
+    assert state.runs_since(state.open_state_readonly(settings.state_db_path), EPOCH) == []
 
 
 def test_above_the_reserve_the_job_starts(sample, tmp_path):
     settings = settings_with(sample, tmp_path, 2, 0)
-    reserve.preflight(context(settings, "memory-maintain"))  # no refusal
+    reserve.check_free_space(settings, get_manifest(settings, "memory-maintain"))  # no refusal
     result = run_job(settings, "memory-maintain", show_progress=False)
     assert result.status == "ok", result.error

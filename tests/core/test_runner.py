@@ -7,6 +7,8 @@ are all real.
 
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -15,7 +17,7 @@ import pytest
 
 from mnemo_ops import database
 from mnemo_ops.core import runner, state
-from mnemo_ops.core.lock import lock_path_for
+from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.database import transactions
 from mnemo_ops.foundation.errors import DatabaseError, MnemoOpsError, UsageError
 from mnemo_ops.jobs import HOOKS
@@ -287,3 +289,57 @@ def test_a_preflight_check_refuses_the_run_before_the_job_writes(sample_settings
         sample_settings, "memory-maintain", _insert_edge, hooks=hooks, dry_run=True
     )
     assert dry.status == "dry-run"
+
+
+def _write_until_stopped(ctx):
+    """A probe job: one committed batch, then SIGTERM to itself, then batches until stopped."""
+    connection = ctx.open_db()
+    ctx.before_write()
+    ctx.enter_stage("probe-batches")
+    try:
+        for number in range(50):
+            transactions.write_batch(
+                connection,
+                lambda conn, number=number: conn.execute(
+                    "INSERT INTO graph_edges (source, target, edge_type, weight, timestamp) "
+                    "VALUES (?, 'probe-b', 'probe', 1.0, '2026-11-30')",
+                    (f"probe-{number}",),
+                ),
+            )
+            ctx.count("edges_created")
+            if number == 0:
+                os.kill(os.getpid(), signal.SIGTERM)  # the process goes on to the next safe point
+    finally:
+        connection.close()
+    return ctx.result
+
+
+def test_sigterm_stops_at_a_safe_point_records_the_stage_and_releases_the_lock(sample_settings):
+    # bridge-drain writes the database with no guard: the probe runs on the live file at once.
+    result = runner.run_job(
+        sample_settings, "bridge-drain", _write_until_stopped, hooks=HOOKS, show_progress=False
+    )
+    assert result.status == "interrupted" and result.exit_code == 143
+    assert result.stats["interrupted"] == {"signal": "SIGTERM", "stage": "probe-batches"}
+    assert result.changes == {"edges_created": 1} and _edges(sample_settings) == 1
+    assert [w.code for w in result.warnings if w.code == "run-interrupted"] == ["run-interrupted"]
+    ledger = state.open_state(sample_settings.state_db_path)
+    row = state.last_runs(ledger)["bridge-drain"]
+    assert (row["status"], row["exit_code"]) == ("interrupted", 143)
+    assert "during probe-batches" in row["error"]
+    # The lock was released, and the process' own SIGTERM handling is back.
+    lock = WriterLock(lock_path_for(sample_settings.state_dir, sample_settings.db_path), "probe")
+    lock.acquire()
+    lock.release()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+def test_sigterm_in_the_recall_guards_trial_names_the_trials_stage(sample_settings):
+    # memory-maintain runs under the recall guard: the probe first runs (and is stopped) on the
+    # trial copy, so the live database never sees a write.
+    result = runner.run_job(
+        sample_settings, "memory-maintain", _write_until_stopped, hooks=HOOKS, show_progress=False
+    )
+    assert result.status == "interrupted" and result.exit_code == 143
+    assert result.stats["interrupted"]["stage"] == "recall-guard trial, probe-batches"
+    assert _edges(sample_settings) == 0

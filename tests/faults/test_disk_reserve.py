@@ -3,9 +3,9 @@
 Issue 20, item 6: on a 30 MB filesystem holding a 13 MB database, a pre-write checkpoint and a
 job's writes left the live agent no room ("database or disk is full"). Here the sample home lives
 on a 24 MiB tmpfs, a filler file sets the free space, and the reserve is 2x the database and its
-WAL (floor 0). Below it a writing job does not start (exit 1, one line naming the free space and
-the reserve) and writes nothing, a checkpoint is refused, and the morning report says so; just
-above it the report warns first.
+WAL (floor 0). Below it a writing job and its dry run do not start (exit 2, one line naming the
+folder, the free space and the reserve, before the lock: no ledger row) and write nothing, a
+checkpoint is refused, and the morning report says so; just above it the report warns first.
 """
 
 import json
@@ -64,26 +64,25 @@ def test_below_the_reserve_jobs_do_not_start_checkpoints_are_refused_and_the_rep
     _fill_to(mount_point, reserve - 64 * 1024)  # just below the reserve
     before = sample_snapshot(layout)
 
-    result = run_cli(layout, "--config", str(config), "--json", "run", "memory-maintain")
-    data = json.loads(result.stdout)
-    assert result.returncode == 1, result.stderr
-    assert data["status"] == "failed"
-    assert "not starting memory-maintain" in data["error"]
-    assert "MiB free at" in data["error"] and "reserve kept for the live agent" in data["error"]
-    assert "\n" not in data["error"]
+    for mode in ((), ("--dry-run",)):
+        result = run_cli(layout, "--config", str(config), "--json", "run", "memory-maintain", *mode)
+        data = json.loads(result.stdout)
+        assert result.returncode == 2, result.stderr
+        assert data["exit_code"] == 2
+        assert "not starting memory-maintain" in data["error"]
+        assert f"MiB free at {layout.db_path.parent}" in data["error"]
+        assert "reserve kept for the live agent" in data["error"]
+        assert "\n" not in data["error"]
 
-    # Nothing was written to the database, its WAL or the memory blocks (the ledger rows are ours).
+    # Nothing was written: the database, its WAL, the memory blocks, nor the state dir (no lock
+    # file, no checkpoint, no ledger row: the refusal is not a run).
     after = sample_snapshot(layout)
-    for name in ("db", "wal", "beside_db", "memory_blocks"):
+    for name in ("db", "wal", "beside_db", "memory_blocks", "state_dir"):
         assert before[name] == after[name], name
 
     report = run_cli(layout, "--config", str(config), "--json", "run", "nightly-selfcare")
     codes = {warning["code"]: warning for warning in json.loads(report.stdout)["warnings"]}
     assert codes["disk-reserve-reached"]["severity"] == "error"
-
-    # A dry run still works below the reserve: it writes nothing.
-    dry = run_cli(layout, "--config", str(config), "--json", "run", "memory-maintain", "--dry-run")
-    assert dry.returncode == 0, dry.stdout
 
     # Room for a checkpoint, but not for the checkpoint and the reserve: the checkpoint is refused,
     # and a job whose manifest wants one before its first write fails before writing.

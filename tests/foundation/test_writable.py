@@ -11,6 +11,8 @@ from mnemo_ops.foundation.writable import (
     FolderError,
     describe_os_error,
     require_writable,
+    require_writable_file,
+    unwritable_file_reason,
     unwritable_reason,
 )
 
@@ -41,3 +43,22 @@ def test_an_os_error_is_one_line_with_its_path_and_what_to_do():
     assert "move it away" in describe_os_error(
         NotADirectoryError(errno.ENOTDIR, "Not a directory", "/x/README.md/home")
     )
+
+
+def test_a_path_no_one_may_write_is_refused_for_every_user_root_included(tmp_path):
+    folder, database = tmp_path / "data", tmp_path / "data" / "memory.db"
+    folder.mkdir()
+    database.write_bytes(b"")
+    database.chmod(0o444)
+    assert unwritable_file_reason(database) == "it is read-only (mode 0444)"
+    with pytest.raises(FolderError) as raised:
+        require_writable_file(database, "the memory database", "chmod u+w it")
+    assert raised.value.exit_code == 2 and str(database) in raised.value.message
+    database.chmod(0o644)
+    assert unwritable_file_reason(database) is None
+    assert unwritable_file_reason(tmp_path / "missing.db") is None  # the folder's check covers it
+    folder.chmod(0o555)
+    try:
+        assert unwritable_reason(folder / "new") == (folder, "it is read-only (mode 0555)")
+    finally:
+        folder.chmod(0o755)

@@ -378,8 +378,10 @@ def run(ctx: JobContext) -> JobResult:
     options = link_options(ctx)
     connection = ctx.open_db()
     try:
+        ctx.enter_stage("canonical-backstop")
         _backstop(ctx, connection)
         if ctx.options.link:
+            ctx.enter_stage("orphan-linking")
             _link(ctx, connection, options)
         else:
             # Mnemosyne's plain recall (the Hermes plugin's) never follows these edges but pays

@@ -71,8 +71,8 @@ class Report:
 
     @property
     def run_counts(self) -> dict[str, int]:
-        """Runs in the period by status (ok, failed, skipped)."""
-        counts = {"ok": 0, "failed": 0, "skipped": 0}
+        """Runs in the period by status (ok, failed, skipped, interrupted)."""
+        counts = {"ok": 0, "failed": 0, "skipped": 0, "interrupted": 0}
         for run in self.runs:
             counts[run["status"]] = counts.get(run["status"], 0) + 1
         return counts
@@ -139,18 +139,19 @@ def parse_period(text: str) -> timedelta:
 
 
 def _completed_runs(ledger, start: datetime) -> list[dict[str, Any]]:
-    """The completed (ok or failed) real runs that decide each job's warnings now, oldest first.
+    """The completed (ok, failed or interrupted) real runs that decide each job's warnings now,
+    oldest first.
 
     For each job: from its latest ok run that started before `start` (everything before it is
     settled by it: what it raised is open, what it did not is not), or from its first run when it
     never succeeded before the period, to its latest run. Skipped runs did no work and count for
-    nothing.
+    nothing. An interrupted run raises ``run-interrupted``, open until a later ok run.
     """
     if ledger is None or "runs" not in ledger.table_names():
         return []
     rows = ledger.query(
         "SELECT id, job, status, started_at, finished_at, result_json FROM runs AS run "
-        "WHERE dry_run = 0 AND status IN ('ok', 'failed') AND id >= coalesce(("
+        "WHERE dry_run = 0 AND status IN ('ok', 'failed', 'interrupted') AND id >= coalesce(("
         "SELECT max(id) FROM runs AS settled WHERE settled.job = run.job "
         "AND settled.dry_run = 0 AND settled.status = 'ok' AND settled.started_at < ?), 0) "
         "ORDER BY id",
@@ -179,8 +180,8 @@ def _warning_states(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[st
     """Each (job, code) the runs raised: open (the warnings of the latest run that raised it) or
     resolved (when a later successful run of that job no longer raised it, and by which run).
 
-    Only an ok run resolves: a failed run may have stopped before the check that raised the
-    code, so its silence says nothing.
+    Only an ok run resolves: a failed or interrupted run may have stopped before the check that
+    raised the code, so its silence says nothing.
     """
     states: dict[tuple[str, str], dict[str, Any]] = {}
     for run in runs:

@@ -173,6 +173,11 @@ def _growth_rows(growth: dict[str, Any]) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _interrupted_count(counts: dict[str, int]) -> str:
+    """``", 1 interrupted"`` when a run was stopped by a signal in the period, else nothing."""
+    return f", {counts['interrupted']} interrupted" if counts.get("interrupted") else ""
+
+
 def render_text(report: Report) -> str:
     """Plain text for a terminal or a chat message (no markup)."""
     lines = [
@@ -182,7 +187,10 @@ def render_text(report: Report) -> str:
         "",
     ]
     counts = report.run_counts
-    lines.append(f"Runs: {counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped")
+    lines.append(
+        f"Runs: {counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped"
+        + _interrupted_count(counts)
+    )
     for run in report.runs:
         error = f"  ({run['error']})" if run["error"] and run["status"] != "ok" else ""
         lines.append(f"  {run['status']:<8} {run['job']:<22} {run['started_at']}{error}")
@@ -234,7 +242,8 @@ def render_markdown(report: Report) -> str:
     lines += [
         "## Runs",
         "",
-        f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped",
+        f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped"
+        + _interrupted_count(counts),
         "",
     ]
     if report.runs:

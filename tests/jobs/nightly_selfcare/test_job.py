@@ -197,7 +197,7 @@ def test_a_simulated_week(sample, tmp_path):
             if job not in ("nightly-selfcare", "backup")
         ]
     )
-    assert day7.run_counts == {"ok": others + 1, "failed": 0, "skipped": 0}
+    assert day7.run_counts == {"ok": others + 1, "failed": 0, "skipped": 0, "interrupted": 0}
 
     # Memory growth: day 7 against day 0's record, 7 days x 5 rows later.
     assert day7.growth["baseline_day"] == "2026-12-01"

@@ -92,3 +92,34 @@ def test_a_clock_finding_gone_on_the_fresh_check_is_resolved_now(sample, cli):
     assert [(e["code"], e["resolved_by"]) for e in after["resolved"]] == [
         ("backup-missing", "checked now")
     ]
+
+
+def test_an_interrupted_run_shows_until_the_next_ok_run_then_once_as_resolved(sample, tmp_path):
+    from mnemo_ops.core import state
+    from mnemo_ops.core.results import JobResult
+
+    settings = settings_for(sample, write_config(tmp_path))
+    now = utc_now()
+    # The ledger row the runner writes for a run stopped by SIGTERM in its linking stage.
+    stopped = JobResult(job="memory-maintain", started_at=now - timedelta(minutes=10))
+    stopped.interrupt("SIGTERM", 143, "orphan-linking")
+    stopped.finished_at = now - timedelta(minutes=9)
+    ledger = state.open_state(settings.state_db_path)
+    state.record_run(ledger, stopped)
+    ledger.close()
+
+    built = report.build_report(settings)
+    assert built.run_counts["interrupted"] == 1
+    shown = [w for w in built.warnings if w["code"] == "run-interrupted"]
+    assert len(shown) == 1 and shown[0]["severity"] == "warning"
+    assert "SIGTERM during orphan-linking" in shown[0]["message"]
+
+    # The job's next ok run resolves it: shown once as resolved.
+    record_run(settings, "memory-maintain", "ok", now - timedelta(minutes=5))
+    built = report.build_report(settings)
+    assert "run-interrupted" not in {w["code"] for w in built.warnings}
+    assert [entry["code"] for entry in built.resolved] == ["run-interrupted"]
+    # A day later it is history, not shown again.
+    later = report.build_report(settings, since=timedelta(hours=1), now=now + timedelta(days=1))
+    assert "run-interrupted" not in {w["code"] for w in later.warnings}
+    assert "run-interrupted" not in {entry["code"] for entry in later.resolved}

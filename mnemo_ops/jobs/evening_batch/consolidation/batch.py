@@ -3,6 +3,8 @@
 A step is a function of (job context, batch state); the state carries what one step hands on to the
 next within one run. A failing step is recorded (``stats.steps``, a ``step-failed`` error warning) and
 the run fails at the end with every step's error collected, as borgmatic does, so monitoring sees it.
+Between two steps is a safe point: a stop asked by SIGINT or SIGTERM ends the batch there, the
+step it stopped in (or the next one) named in ``stats.steps`` and in the ledger.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult, Severity
+from mnemo_ops.foundation import interrupts
 from mnemo_ops.foundation.errors import JobTimeout
 
 
@@ -65,8 +68,15 @@ def _run(ctx: JobContext, steps: tuple[Step, ...], batch: BatchState) -> JobResu
     for step in steps:
         started = time.monotonic()
         outcome: dict[str, Any] = {"name": step.name, "status": "ok", "error": None}
+        ctx.enter_stage(step.name)
         try:
+            interrupts.check()
             step.function(ctx, batch)
+        except interrupts.Interrupted as interruption:
+            outcome.update(status="interrupted", error=str(interruption))
+            outcomes.append(outcome)
+            ctx.result.stats["steps"] = outcomes
+            raise
         except JobTimeout:
             outcome.update(status="failed", error="timed out")
             outcomes.append(outcome)
