@@ -190,9 +190,11 @@ def received_for(
             held.update(facts.words(text))
         answer = answer_words(case.answer) <= held
     lines = int(turn["lines"]) if turn and "lines" in turn else len(items)
+    # An engine that formats no injected text (plain recall, the builtin engine) is counted by
+    # the contents it returned.
     chars = (
         int(turn["chars"])
-        if turn and "chars" in turn
+        if turn and turn.get("chars")
         else sum(len(item.content or "") for item in items)
     )
     return CaseReceived(
