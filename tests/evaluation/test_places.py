@@ -166,3 +166,15 @@ def test_eval_run_json_reports_places_and_keeps_its_fields(home, tmp_path):
     for name in ("evidence_received", "answer_received", "lines_per_turn", "chars_per_turn"):
         assert name in stats["places"][SAME_CHAT]
     assert stats["case_results"]["new-global"]["received"]["place"] == NEW_PLACE
+
+
+def test_explain_asks_a_new_conversation_case_in_a_new_conversation(home):
+    """``eval explain`` asks a ``session: new`` case where the eval asks it: a key no row has."""
+    from mnemo_ops.evaluation.explain import explain_suite
+    from mnemo_ops.settings import load_settings
+
+    suite = _suite_with(home, _global_case(home))
+    settings = load_settings(db=home.db_path, state_dir=home.state_dir, environ=home.environ())
+    explained = explain_suite(settings, suite, ["new-global"])
+    recalled_in = explained.cases[0].explanation.recalled_in
+    assert recalled_in is not None and NEW_CONVERSATION_KEY in recalled_in
