@@ -70,7 +70,7 @@ def derivations(connection: apsw.Connection) -> dict[str, set[str]]:
     """Origin id -> the ids of the current rows derived directly from it (see the module docstring)."""
     derived: dict[str, set[str]] = {}
     tables = table_names(connection)
-    current: set[str] = set()
+    alive_in: dict[str, str] = {}
 
     def add(origin: str, row: str) -> None:
         if origin and row and origin != row:
@@ -81,9 +81,7 @@ def derivations(connection: apsw.Connection) -> dict[str, set[str]]:
             continue
         columns = set(column_names(connection, table))
         alive = _current(columns)
-        current.update(
-            str(row[0]) for row in connection.execute(f"SELECT id FROM {table} WHERE {alive}")
-        )
+        alive_in[table] = alive
         if "summary_of" in columns:
             for row_id, summary_of in connection.execute(
                 f"SELECT id, summary_of FROM {table} WHERE {alive} AND coalesce(summary_of, '') != ''"
@@ -105,12 +103,18 @@ def derivations(connection: apsw.Connection) -> dict[str, set[str]]:
                 for key in METADATA_KEYS:
                     for origin in split_ids(data.get(key)):
                         add(origin, str(row_id))
-    if "graph_edges" in tables:
+    if "graph_edges" in tables and alive_in:
+        # The derived end must be a current row of either table (looked up by its id, not read
+        # into memory: a large home has millions of rows).
+        exists = " OR ".join(
+            f"EXISTS (SELECT 1 FROM {table} WHERE {table}.id = e.source AND {alive})"
+            for table, alive in alive_in.items()
+        )
         for source, target in connection.execute(
-            "SELECT source, target FROM graph_edges WHERE edge_type = ?", (DERIVES_EDGE,)
+            f"SELECT e.source, e.target FROM graph_edges e WHERE e.edge_type = ? AND ({exists})",
+            (DERIVES_EDGE,),
         ):
-            if str(source) in current:
-                add(str(target), str(source))
+            add(str(target), str(source))
     if "canonical_facts" in tables:
         columns = set(column_names(connection, "canonical_facts"))
         for owner, category, name, source in connection.execute(
