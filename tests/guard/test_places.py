@@ -22,6 +22,7 @@ from mnemo_ops.evaluation.asked import NEW_PLACE
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.guard.recall_guard import RecallGuard
 from mnemo_ops.guard.verdict import EVERY_SESSION_PREFIX, PLACE_PREFIX
+from mnemo_ops.memory_blocks.blocks import render_entries
 from mnemo_ops.mnemosyne.sample_home import copy_home
 from mnemo_ops.settings import load_settings
 
@@ -82,13 +83,13 @@ def _setup(home, tmp_path, case: dict, guard: str = "") -> object:
     )
 
 
-def _run(settings, change) -> object:
+def _run(settings, change, job_name: str = JOB) -> object:
     def job(ctx) -> None:
-        ctx.count("rows_changed", change(ctx.settings.db_path))
+        ctx.count("rows_changed", change(ctx.settings))
 
     return runner.run_job(
         settings,
-        JOB,
+        job_name,
         job,
         show_progress=False,
         hooks=runner.RunHooks(guards={"recall": RecallGuard()}),
@@ -116,8 +117,8 @@ def test_a_change_that_lowers_only_the_new_conversation_is_refused(home, tmp_pat
 
     result = _run(
         settings,
-        lambda db: _sql(
-            db, "UPDATE working_memory SET scope = 'session' WHERE id = ?", (memory_id,)
+        lambda trial: _sql(
+            trial.db_path, "UPDATE working_memory SET scope = 'session' WHERE id = ?", (memory_id,)
         ),
     )
 
@@ -145,8 +146,10 @@ def test_a_change_that_lowers_only_recall_over_every_session_is_refused(home, tm
 
     result = _run(
         settings,
-        lambda db: _sql(
-            db, "UPDATE working_memory SET superseded_by = 'no-such-row' WHERE id = ?", (memory_id,)
+        lambda trial: _sql(
+            trial.db_path,
+            "UPDATE working_memory SET superseded_by = 'no-such-row' WHERE id = ?",
+            (memory_id,),
         ),
     )
 
@@ -170,8 +173,10 @@ def test_a_change_that_lowers_no_place_passes(home, tmp_path):
 
     result = _run(
         settings,
-        lambda db: _sql(
-            db, "UPDATE working_memory SET validator = 'mnemo-ops-test' WHERE id = ?", (memory_id,)
+        lambda trial: _sql(
+            trial.db_path,
+            "UPDATE working_memory SET validator = 'mnemo-ops-test' WHERE id = ?",
+            (memory_id,),
         ),
     )
 
@@ -190,3 +195,46 @@ def test_a_change_that_lowers_no_place_passes(home, tmp_path):
         ).fetchone() == ("mnemo-ops-test",)
     finally:
         connection.close()
+
+
+def test_a_change_to_the_memory_blocks_that_loses_an_answer_is_refused(home, tmp_path):
+    """The answer is only in USER.md, which every prompt carries: a change that takes the entry
+    out of the block (as a block migration would, without a row that recall gives back) lowers
+    what a new conversation receives, and is refused; the live block is as it was."""
+    entries = ["Dana's running shoes cost 447 euros.", "Dana likes short answers."]
+    user_block = home.memory_blocks_dir / "USER.md"
+    user_block.write_text(render_entries(entries), encoding="utf-8")
+    case = {
+        "id": "shoes-new",
+        "query": "What did the new running shoes cost?",
+        "expect": ["447 euros"],
+        "answer": "447 euros",
+        "session": "new",
+    }
+    settings = _setup(home, tmp_path, case)
+    live = user_block.read_bytes()
+
+    def take_the_entry_out(trial) -> int:
+        # The trial's own copy of the blocks (the job writes them, so the guard copied them).
+        (trial.memory_blocks_dir / "USER.md").write_text(
+            render_entries(entries[1:]), encoding="utf-8"
+        )
+        return 1
+
+    result = _run(settings, take_the_entry_out, "memory-block-migrate")
+
+    guard = result.stats["guard"]
+    assert guard["verdict"] == "refused", guard["problems"]
+    assert any(
+        problem.startswith(f"{PLACE_PREFIX} {NEW_PLACE}: answer_received")
+        for problem in guard["problems"]
+    ), guard["problems"]
+    places = guard["suite"]["places"]
+    assert places["before"][NEW_PLACE]["answer_received"] == 1.0
+    assert places["after"][NEW_PLACE]["answer_received"] == 0.0
+    # Every turn carried the blocks: two entries before, one after.
+    assert (
+        places["before"][NEW_PLACE]["lines_per_turn"] - places["after"][NEW_PLACE]["lines_per_turn"]
+        == 1
+    )
+    assert user_block.read_bytes() == live
