@@ -65,7 +65,40 @@ def render_evaluation(console: Console, result: JobResult) -> None:
                     category, str(values["cases"]), *(f"{values[name]:.3f}" for name in names)
                 )
             console.print(categories)
+        render_places(console, stats)
     render_result(console, result, verbose=invocation_state().verbosity > 0)
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def render_places(console: Console, stats: dict) -> None:
+    """What the agent received, per place the suite asks in (the memory blocks counted)."""
+    places = stats.get("places") or {}
+    if not places:
+        return
+    table = Table(box=None, padding=(0, 2), title="per place", title_justify="left")
+    recall = next((name for name in stats["metrics"] if name.startswith("recall@")), "")
+    columns = ["place", "cases", recall, "evidence", "answer", "lines/turn", "chars/turn"]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "place" else "right")
+    for place, values in places.items():
+        table.add_row(
+            place,
+            str(values["cases"]),
+            _share(values.get(recall)),
+            _share(values.get("evidence_received")),
+            _share(values.get("answer_received")),
+            f"{values['lines_per_turn']:.2f}",
+            f"{values['chars_per_turn']:.0f}",
+        )
+    console.print(table)
+    blocks = (stats.get("received") or {}).get("memory_blocks") or {}
+    if blocks.get("entries"):
+        console.print(
+            f"memory blocks in every turn: {blocks['entries']} entries, {blocks['chars']} characters"
+        )
 
 
 def render_comparison(console: Console, comparison: dict, show_all: bool = False) -> None:

@@ -42,7 +42,8 @@ def render_question(console: Console, explained: QuestionExplanation) -> None:
     render_header(console, data)
     where = query.recalled_in or "every session"
     latest = ""
-    if query.session_key == NEW_CONVERSATION_KEY:
+    # A new conversation's key, or the same key numbered when a row already had it.
+    if (query.session_key or "").startswith(NEW_CONVERSATION_KEY):
         latest = " (a new conversation: the plugin wrote no session here)"
     elif query.session is None and query.session_key:
         latest = " (the latest conversation)"

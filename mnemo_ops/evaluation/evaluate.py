@@ -1,11 +1,12 @@
-"""Run a suite against an engine: recall every case, score it, aggregate overall and per category."""
+"""Run a suite against an engine: recall every case, score it, aggregate overall, per category and
+per place (where the case is asked, and what the agent receives there: ``evaluation.asked``)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from mnemo_ops.evaluation import metrics
+from mnemo_ops.evaluation import asked, metrics
 from mnemo_ops.evaluation.engines.base import Engine, Query
 from mnemo_ops.evaluation.metrics import CaseScore, Retrieved
 from mnemo_ops.evaluation.receives import summarize
@@ -21,6 +22,8 @@ class CaseOutcome:
     case: Case
     score: CaseScore
     retrieved: list[Retrieved]
+    received: asked.CaseReceived | None = None
+    """Where it was asked and what the agent received there (None: not judged)."""
 
 
 @dataclasses.dataclass
@@ -36,6 +39,11 @@ class Evaluation:
     receives: dict[str, Any] | None = None
     """Per turn: lines and characters the agent was given, and the recall's cost (engines that
     report it: ``evaluation.receives``)."""
+    received: dict[str, Any] | None = None
+    """Over every case: evidence and answer received, lines and characters per turn with the memory
+    blocks (``evaluation.asked.summarize``), and the blocks' own figures (``memory_blocks``)."""
+    places: dict[str, dict[str, Any]] | None = None
+    """The same figures per place the suite asks in (``evaluation.asked.per_place``)."""
 
     @property
     def passed(self) -> int:
@@ -64,18 +72,29 @@ def score_suite(
     run_k: int,
     queries: list[Query],
     ranked_lists: list[list[Retrieved]],
+    turns: list[dict[str, Any]] | None = None,
+    evidence: asked.Evidence | None = None,
+    standing: asked.Standing | None = None,
 ) -> Evaluation:
-    """Score every case of `suite` from what recall returned for its query."""
+    """Score every case of `suite` from what recall returned for its query.
+
+    With `evidence` (``asked.read_evidence`` of the database recalled from), each case is also
+    judged for what the agent received in its place: the returned lines (the engine's `turns`
+    give their lines and characters) plus the memory blocks (`standing`), summed per place.
+    """
     outcomes = []
-    for case, query, retrieved in zip(suite.cases, queries, ranked_lists):
+    for index, (case, query, retrieved) in enumerate(zip(suite.cases, queries, ranked_lists)):
         score = metrics.score_case(
             case.id, case.category, case.relevant, case.expect, retrieved, query.k
         )
-        outcomes.append(
-            CaseOutcome(case=case, score=score, retrieved=metrics.deduplicate(retrieved)[: query.k])
-        )
+        kept = metrics.deduplicate(retrieved)[: query.k]
+        received = None
+        if evidence is not None:
+            turn = turns[index] if turns and index < len(turns) else None
+            received = asked.received_for(case, kept, turn, standing or asked.Standing(), evidence)
+        outcomes.append(CaseOutcome(case=case, score=score, retrieved=kept, received=received))
     scores = [outcome.score for outcome in outcomes]
-    return Evaluation(
+    evaluation = Evaluation(
         suite=suite,
         engine=engine,
         k=run_k,
@@ -83,16 +102,36 @@ def score_suite(
         metrics=metrics.aggregate(scores, run_k),
         per_category=metrics.per_category(scores, run_k),
     )
+    if evidence is not None:
+        judged = [outcome.received for outcome in outcomes if outcome.received is not None]
+        recalls = [outcome.score.recall for outcome in outcomes]
+        name = metrics.metric_key("recall", run_k)
+        blocks = standing or asked.Standing()
+        evaluation.received = {
+            **asked.summarize(judged, recalls, name, blocks),
+            "memory_blocks": blocks.to_stats(),
+        }
+        evaluation.places = asked.per_place(judged, recalls, name, blocks)
+    return evaluation
 
 
 def evaluate(
-    suite: Suite, engine: Engine, k: int | None = None, progress=None, default_k: int = DEFAULT_K
+    suite: Suite,
+    engine: Engine,
+    k: int | None = None,
+    progress=None,
+    default_k: int = DEFAULT_K,
+    standing: asked.Standing | None = None,
 ) -> Evaluation:
-    """Recall every case of `suite` with `engine` and score it (k as in `suite_queries`)."""
+    """Recall every case of `suite` with `engine` and score it (k as in `suite_queries`), per place
+    too, counting the memory blocks `standing` as received in every turn."""
     run_k, queries = suite_queries(suite, k, default_k)
     ranked_lists = engine.recall_many(queries, progress=progress)
-    evaluation = score_suite(suite, engine.describe(), run_k, queries, ranked_lists)
     turns = getattr(engine, "last_turns", None)
+    evidence = asked.read_evidence(engine.db_path, suite)
+    evaluation = score_suite(
+        suite, engine.describe(), run_k, queries, ranked_lists, turns, evidence, standing
+    )
     if turns:
         evaluation.receives = summarize(turns).to_stats()
     return evaluation

@@ -426,7 +426,12 @@ def explain_suite(
     requests = [
         {
             "text": case.query,
-            "session": case.session,
+            # A case asked in a new conversation is explained there (a session key no row has).
+            **(
+                {"session": None, "new": True}
+                if case.in_new_conversation
+                else {"session": case.session}
+            ),
             "targets": [target.to_request() for target in case_targets(case)],
         }
         for case, _query in chosen

@@ -1,8 +1,13 @@
 """Eval suites: JSONL (one case per line) or YAML (a list of cases, or ``{k: 10, cases: [...]}``).
 
 A case: ``{"id", "query", "relevant": [memory ids], "expect": [substrings], "session", "category",
-"k"}``. ``id`` and ``query`` are required, and at least one of ``relevant`` / ``expect``. An
-``answer`` field (the gold answer the importers copy from the benchmark) is kept for display only.
+"k", "answer"}``. ``id`` and ``query`` are required, and at least one of ``relevant`` / ``expect``.
+
+``session`` names where the case is asked: a session id as the database names it (the Hermes
+plugin's conversations are ``hermes_<key>``), or ``new``: a brand-new conversation, a session key no
+row has (`NEW_CONVERSATION`). Without it the case is asked with no session (recall across sessions;
+the Hermes profile asks in the agent's newest conversation). ``answer`` (the gold answer, which the
+importers copy from the benchmark) is what "answer received" looks for in what the agent receives.
 
 A suite is configuration a deploy gate trusts, so a malformed one is rejected as a whole (exit 2,
 naming the file, the line or case, and the field) rather than silently run with fewer cases.
@@ -20,6 +25,9 @@ import yaml
 
 from mnemo_ops.foundation.errors import UsageError
 
+NEW_CONVERSATION = "new"
+"""The ``session`` of a case asked in a brand-new conversation (a session key no row has)."""
+
 KNOWN_FIELDS = ("id", "query", "relevant", "expect", "session", "category", "k", "answer")
 
 
@@ -35,6 +43,11 @@ class Case:
     category: str | None = None
     k: int | None = None
     answer: str | None = None
+
+    @property
+    def in_new_conversation(self) -> bool:
+        """True when the case is asked in a brand-new conversation (``session: new``)."""
+        return self.session == NEW_CONVERSATION
 
     def expected_text(self) -> str:
         """What the case expects, for messages: the ids and the substrings."""

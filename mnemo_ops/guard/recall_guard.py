@@ -15,6 +15,9 @@ not guarded):
    worker process measures the first sample of probes (``guard.first_sample``) on the "before"
    copy; then measure the sample on the changed copy. Both are measured in place: they are the
    guard's own copies, so nothing is snapshotted again.
+   The first measurements also judge each suite case in its place (the memory blocks of each side
+   counted as received) and measure Mnemosyne's own recall over every session
+   (``measure.EverySession``).
 5. Decide (``verdict``) on the sample when it settles the verdict, else measure the other probes on
    both copies and decide on all of them; record the decision (``history``), remove the copies. A
    refused change fails the run (exit 1) with the figures, and the live database is never touched.
@@ -246,12 +249,24 @@ def _measure_timed(
     probe_set,
     suite,
     cost_sample: int | None = None,
+    blocks_dir: Path | None = None,
+    every_session: bool = False,
 ):
     """Recall on one of the guard's copies, in place (both are the guard's own, thrown away
-    afterwards, so nothing is snapshotted again), its time added to `phase`."""
+    afterwards, so nothing is snapshotted again), its time added to `phase`; the suite's cases
+    count the memory blocks in `blocks_dir` as received (the copy's, when the job writes them)."""
     started = time.monotonic()
     try:
-        return measure(settings, db_path, probe_set, suite, in_place=True, cost_sample=cost_sample)
+        return measure(
+            settings,
+            db_path,
+            probe_set,
+            suite,
+            in_place=True,
+            cost_sample=cost_sample,
+            blocks_dir=blocks_dir,
+            every_session=every_session,
+        )
     finally:
         clock.add(phase, time.monotonic() - started)
 
@@ -353,14 +368,29 @@ class RecallGuard:
                 with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
                     # The first sample is measured on the "before" copy while the job runs on the
                     # trial copy (a worker process beside this one: the two overlap in time).
+                    # The live blocks are the "before" ones: the job changes only the trial's.
                     before_first = pool.submit(
-                        _measure_timed, clock, "measure_before", settings, before_db, sample, suite
+                        _measure_timed,
+                        clock,
+                        "measure_before",
+                        settings,
+                        before_db,
+                        sample,
+                        suite,
+                        every_session=True,
                     )
                     with clock.phase("job_on_copy"):
                         trial_result = self._run_on_copy(ctx, job, trial)
                     if any(trial_result.changes.values()):
                         after_first = _measure_timed(
-                            clock, "measure_after", settings, trial.db_path, sample, suite
+                            clock,
+                            "measure_after",
+                            settings,
+                            trial.db_path,
+                            sample,
+                            suite,
+                            blocks_dir=trial.settings.memory_blocks_dir,
+                            every_session=True,
                         )
                     before_first = before_first.result()
                 if not any(trial_result.changes.values()):

@@ -6,6 +6,13 @@ are not now; the same holds for the user's eval suite. A probe whose own answer 
 forgetting stage archives it on purpose) is reported as forgotten, not as a regression: the rules
 that archive decide those. A suite case is never excused that way: the user said it matters.
 
+Each place the suite asks in (the same chat, a new conversation, another session:
+``evaluation.asked``) is judged on its own: its recall, evidence received and answer received may
+not fall by more than ``recall_tolerance``, and no more than ``max_newly_failing`` of its cases may
+lose the evidence they received, so a change that helps one place cannot hide a loss in another.
+Mnemosyne's own recall over every session (``measure.EverySession``) is judged the same way: a
+change that keeps what the agent is given but loses what the database can give is refused too.
+
 Probes are measured in two steps (``guard.first_sample``): a first sample spread over the set's
 strata, then the rest only when the first sample does not settle the verdict
 (`settled_by_sample`). The sample settles it when it proves a refusal that measuring more probes
@@ -40,6 +47,12 @@ class Verdict:
     cost: dict[str, Any] | None = None
     """The agent's per-turn recall cost before and after, and each unit's rise."""
     cost_problems: list[str] = dataclasses.field(default_factory=list)
+    places_before: dict[str, dict[str, Any]] | None = None
+    places_after: dict[str, dict[str, Any]] | None = None
+    places_newly_failing: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    """Per place: the cases that received their evidence before and do not now."""
+    every_session: dict[str, Any] | None = None
+    """Mnemosyne's own recall over every session, before and after, and the cases it lost."""
 
     @property
     def refused_for_cost_only(self) -> bool:
@@ -70,6 +83,16 @@ class Verdict:
                 "after": self.suite_after,
                 "newly_failing": self.suite_newly_failing[:20],
             }
+            if self.places_before is not None:
+                data["suite"]["places"] = {
+                    "before": self.places_before,
+                    "after": self.places_after,
+                    "newly_failing": {
+                        place: cases[:20] for place, cases in self.places_newly_failing.items()
+                    },
+                }
+        if self.every_session is not None:
+            data["every_session"] = self.every_session
         return data
 
 
@@ -176,10 +199,102 @@ def decide(
                 f"{len(verdict.suite_newly_failing)} eval cases passed before and fail now "
                 f"(at most {tolerances.max_newly_failing} allowed)"
             )
+        problems += _place_problems(before.suite, after.suite, tolerances, verdict)
+    problems += _every_session_problems(before, after, keys, tolerances, verdict)
     verdict.cost_problems = _cost_problems(before, after, tolerances, verdict)
     problems += verdict.cost_problems
     verdict.accepted = not problems
     return verdict
+
+
+PLACE_PREFIX = "eval suite, place"
+EVERY_SESSION_PREFIX = "recall over every session"
+
+
+def _fallen(
+    label: str, before: dict[str, Any], after: dict[str, Any], names: list[str], limit: float
+) -> list[str]:
+    """The figures of `names` that fell from `before` to `after` by more than `limit` (a figure
+    that is None on either side, e.g. no case has an answer, is not judged)."""
+    problems = []
+    for name in names:
+        old, new = before.get(name), after.get(name)
+        if old is None or new is None:
+            continue
+        if old - new > limit + 1e-12:
+            problems.append(f"{label} {name} fell from {old:.3f} to {new:.3f} (tolerance {limit})")
+    return problems
+
+
+def _received_cases(evaluation) -> dict[str, set[str]]:
+    """Place -> the cases whose evidence the agent received there."""
+    found: dict[str, set[str]] = {}
+    for outcome in evaluation.outcomes:
+        if outcome.received is not None and outcome.received.evidence:
+            found.setdefault(outcome.received.place, set()).add(outcome.case.id)
+    return found
+
+
+def _place_problems(
+    before_suite, after_suite, tolerances: GuardOptions, verdict: Verdict
+) -> list[str]:
+    """Each place the suite asks in, judged on its own (see the module docstring)."""
+    if before_suite.places is None or after_suite.places is None:
+        return []
+    verdict.places_before, verdict.places_after = before_suite.places, after_suite.places
+    problems = []
+    recall = metric_name(before_suite)
+    for place, figures in before_suite.places.items():
+        now = after_suite.places.get(place, {})
+        problems += _fallen(
+            f"{PLACE_PREFIX} {place}:",
+            figures,
+            now,
+            [recall, "evidence_received", "answer_received"],
+            tolerances.recall_tolerance,
+        )
+    was, now_found = _received_cases(before_suite), _received_cases(after_suite)
+    for place, cases in was.items():
+        lost = sorted(cases - now_found.get(place, set()))
+        if lost:
+            verdict.places_newly_failing[place] = lost
+        if len(lost) > tolerances.max_newly_failing:
+            problems.append(
+                f"{PLACE_PREFIX} {place}: {len(lost)} cases received their evidence before and "
+                f"do not now (at most {tolerances.max_newly_failing} allowed)"
+            )
+    return problems
+
+
+def metric_name(evaluation) -> str:
+    """The suite's ``recall@k`` name."""
+    return f"recall@{evaluation.k}"
+
+
+def _every_session_problems(
+    before: Measurement, after: Measurement, keys: list[str], tolerances: GuardOptions, verdict
+) -> list[str]:
+    """Mnemosyne's own recall over every session may not fall (the probes still live, the suite's
+    recall and evidence received) nor lose more cases than ``max_newly_failing``."""
+    first, second = before.every_session, after.every_session
+    if first is None or second is None:
+        return []
+    problems = []
+    if second.error and not first.error:
+        problems.append(f"{EVERY_SESSION_PREFIX}: Mnemosyne cannot recall: {second.error}")
+    measured = [key for key in keys if key in first.ranks and key in second.ranks]
+    old, new = first.metrics(measured), second.metrics(measured)
+    lost = sorted(first.found_cases() - second.found_cases())
+    verdict.every_session = {"before": old, "after": new, "newly_failing": lost[:20]}
+    problems += _fallen(
+        f"{EVERY_SESSION_PREFIX}:", old, new, list(old), tolerances.recall_tolerance
+    )
+    if len(lost) > tolerances.max_newly_failing:
+        problems.append(
+            f"{EVERY_SESSION_PREFIX}: {len(lost)} eval cases were found before and are not now "
+            f"(at most {tolerances.max_newly_failing} allowed)"
+        )
+    return problems
 
 
 def _cost_problems(
@@ -239,7 +354,8 @@ def settled_by_sample(
     - Every probe measured: yes.
     - A refusal the rest cannot undo: Mnemosyne cannot recall after the change; more sampled
       probes broke than ``max_newly_failing`` allows (they stay broken in the whole set); the eval
-      suite (always measured whole) fell; the cost rule, when the sample held every turn the whole
+      suite (always measured whole) fell, in any place; recall over every session fell (measured
+      on the first sample and the whole suite only); the cost rule, when the sample held every turn the whole
       measurement counts (`cost_turns`: the cost is counted on the first probes only).
     - An acceptance with no sign of harm: no sampled probe broke, no judged metric (with an agent
       profile, only recall: see `_drops`) fell at all,
@@ -253,7 +369,9 @@ def settled_by_sample(
             return Settled(True, "Mnemosyne cannot recall after the change")
         if len(verdict.newly_failing) > tolerances.max_newly_failing:
             return Settled(True, f"{len(verdict.newly_failing)} sampled probes broke")
-        if any(problem.startswith("eval suite") for problem in verdict.problems) or (
+        if any(
+            problem.startswith(("eval suite", EVERY_SESSION_PREFIX)) for problem in verdict.problems
+        ) or (
             verdict.suite_newly_failing
             and len(verdict.suite_newly_failing) > tolerances.max_newly_failing
         ):

@@ -36,6 +36,7 @@ from mnemo_ops.mnemosyne.plugin_prefetch import (
     hermes_prefetch,
     injected_text_of,
     plugin_version,
+    unused_session_key,
 )
 from mnemo_ops.mnemosyne.recall import apply_config_overrides
 
@@ -415,12 +416,13 @@ class PrefetchExplainer:
 
     def explain(self, query: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
         """One query explained (see `explain`)."""
-        key = self.prefetcher.key_for(query.get("session"))
+        new = bool(query.get("new"))
+        key = self.prefetcher.key_for(query.get("session"), new)
         provider = self.prefetcher.provider(key)
         recall = self.recorder.watch(provider._beam)
         self.recorder.calls.clear()
         self.canonical.clear()
-        text, injected = self.prefetcher.prefetch(query["text"], query.get("session"))
+        text, injected = self.prefetcher.prefetch(query["text"], query.get("session"), new)
         notes: list[dict[str, str]] = []
         explained: dict[str, Any] = {
             "session_key": key,
@@ -592,9 +594,15 @@ class ApproximateExplainer:
         from mnemosyne.core.memory import Mnemosyne
 
         # As `recall` does: a query with a session is recalled there; one without, across sessions
-        # (unless the eval's config turned cross-session recall off).
-        session = query.get("session") or "mnemo-ops-eval"
-        across = not query.get("session") and self.request.get("sessionless_cross_session", True)
+        # (unless the eval's config turned cross-session recall off); one in a new conversation,
+        # in a session no row has.
+        if query.get("new"):
+            session, across = unused_session_key(self.db_path), False
+        else:
+            session = query.get("session") or "mnemo-ops-eval"
+            across = not query.get("session") and self.request.get(
+                "sessionless_cross_session", True
+            )
         if session not in self.instances:
             self.instances[session] = Mnemosyne(session_id=session, db_path=self.db_path)
         memory = self.instances[session]

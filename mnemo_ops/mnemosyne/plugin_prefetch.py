@@ -181,6 +181,28 @@ NEW_CONVERSATION_KEY = "mnemo-ops-new-conversation"
 """A session key nobody writes: a new conversation, which sees only global rows and facts."""
 
 
+def unused_session_key(db_path: Path, base: str = NEW_CONVERSATION_KEY) -> str:
+    """A session key no row of the database has, as itself or as the plugin's ``hermes_<key>``:
+    `base`, else `base` with the first free number after it (a brand-new conversation)."""
+    connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        candidate, number = base, 1
+        while any(
+            connection.execute(
+                f"SELECT 1 FROM {table} WHERE session_id IN (?, ?) LIMIT 1",
+                (candidate, HERMES_SESSION_PREFIX + candidate),
+            ).fetchone()
+            for table in ("working_memory", "episodic_memory")
+            if table in tables
+        ):
+            number += 1
+            candidate = f"{base}-{number}"
+        return candidate
+    finally:
+        connection.close()
+
+
 def latest_agent_session(db_path: Path) -> str | None:
     """The key of the newest session the plugin wrote (``hermes_<key>``), if any."""
     connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
@@ -220,14 +242,18 @@ class PluginPrefetch:
             return kept
 
         plugin._semantic_dedup_prefetch = recording
-        self.fallback_key = latest_agent_session(db_path) or NEW_CONVERSATION_KEY
+        self.new_key = unused_session_key(db_path)
+        self.fallback_key = latest_agent_session(db_path) or self.new_key
 
-    def key_for(self, session: str | None) -> str:
-        """The Hermes session key a query in `session` (as the database names it) is asked in."""
+    def key_for(self, session: str | None, new: bool = False) -> str:
+        """The Hermes session key a query in `session` (as the database names it) is asked in;
+        `new`: a brand-new conversation (a key no row has)."""
+        if new:
+            return self.new_key
         if session and session.startswith(HERMES_SESSION_PREFIX):
             return session[len(HERMES_SESSION_PREFIX) :]
         if session == "":
-            return NEW_CONVERSATION_KEY
+            return self.new_key
         # A row of another session (an import, the bridge) reaches the agent only in its own
         # conversations: the latest one stands for them.
         return self.fallback_key
@@ -240,9 +266,12 @@ class PluginPrefetch:
             self.providers[key] = provider
         return self.providers[key]
 
-    def prefetch(self, text: str, session: str | None) -> tuple[str, list[dict[str, Any]]]:
-        """(the injected text, the injected rows) for `text` asked in `session`."""
-        key = self.key_for(session)
+    def prefetch(
+        self, text: str, session: str | None, new: bool = False
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """(the injected text, the injected rows) for `text` asked in `session` (`new`: in a
+        brand-new conversation)."""
+        key = self.key_for(session, new)
         provider = self.provider(key)
         self.kept.clear()
         injected_text = provider.prefetch(text, session_id=key) or ""

@@ -29,6 +29,7 @@ from mnemo_ops.mnemosyne.plugin_prefetch import (
     hermes_prefetch,
     injected_text_of,
     plugin_version,
+    unused_session_key,
 )
 
 
@@ -86,18 +87,27 @@ def recall(request: dict[str, Any]) -> dict[str, Any]:
     options = dict(request.get("recall_options") or {})
     enhanced = os.environ.get("MNEMOSYNE_ENHANCED_RECALL", "0") == "1"
     results, turns = [], []
+    new_session = None
     for number, query in enumerate(request["queries"], start=1):
         figures: dict[str, Any] = {}
         measured = meter.measuring(figures) if number <= sample else contextlib.nullcontext()
         if plugin is not None:
             with measured:
-                text, items = plugin.prefetch(query["text"], query.get("session"))
+                text, items = plugin.prefetch(
+                    query["text"], query.get("session"), bool(query.get("new"))
+                )
         else:
             # A query with a session is recalled in that session, with the user's cross-session
             # setting; one without a session has none to be scoped to, so it is recalled across all
-            # of them (unless the eval's config turned cross-session recall off).
-            session = query.get("session") or "mnemo-ops-eval"
-            across = not query.get("session") and request.get("sessionless_cross_session", True)
+            # of them (unless the eval's config turned cross-session recall off). A query asked in a
+            # new conversation is recalled in a session no row has, with the user's setting.
+            if query.get("new"):
+                if new_session is None:
+                    new_session = unused_session_key(db_path)
+                session, across = new_session, False
+            else:
+                session = query.get("session") or "mnemo-ops-eval"
+                across = not query.get("session") and request.get("sessionless_cross_session", True)
             if session not in instances:
                 instances[session] = Mnemosyne(session_id=session, db_path=db_path)
             memory = instances[session]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from mnemo_ops.evaluation.metrics import Retrieved
@@ -11,7 +12,8 @@ from mnemo_ops.evaluation.metrics import Retrieved
 
 @dataclasses.dataclass(frozen=True)
 class Query:
-    """One recall request: the text, how many results, and the session to recall as (may be None)."""
+    """One recall request: the text, how many results, and the session to recall as (None: no
+    session; ``new``: a brand-new conversation)."""
 
     text: str
     k: int
@@ -22,6 +24,8 @@ class Engine(Protocol):
     """What the eval needs from an engine."""
 
     name: str
+    db_path: Path
+    """The database it recalls from (the eval reads where each case's evidence lives there)."""
 
     def version(self) -> str:
         """A version string recorded in baselines (a change explains a metric change)."""

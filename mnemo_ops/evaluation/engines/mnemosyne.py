@@ -34,6 +34,7 @@ from mnemo_ops.database import open_memory_db
 from mnemo_ops.database.snapshot import fold_wal, snapshot_database
 from mnemo_ops.evaluation.engines.base import Query
 from mnemo_ops.evaluation.metrics import Retrieved
+from mnemo_ops.evaluation.suite import NEW_CONVERSATION
 from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
 from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
 from mnemo_ops.mnemosyne import versions
@@ -268,7 +269,7 @@ class MnemosyneEngine:
         reply = self.run_on_snapshot(
             {
                 "mode": "recall",
-                "queries": [{"text": q.text, "k": q.k, "session": q.session} for q in queries],
+                "queries": [_query_request(query) for query in queries],
                 "cost_sample": self.cost_sample,
             },
             progress,
@@ -356,6 +357,13 @@ class MnemosyneEngine:
         if source.is_file() and not source.is_symlink():
             temporary_home.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, temporary_home / "config.yaml")
+
+
+def _query_request(query: Query) -> dict[str, Any]:
+    """One query as the worker reads it; ``session: new`` is asked in a brand-new conversation."""
+    if query.session == NEW_CONVERSATION:
+        return {"text": query.text, "k": query.k, "session": None, "new": True}
+    return {"text": query.text, "k": query.k, "session": query.session}
 
 
 def _keeps_vectors(db_path: Path) -> bool:

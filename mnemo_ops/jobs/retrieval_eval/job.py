@@ -17,6 +17,11 @@ The suite and the baseline have one place, shared by hand runs and scheduled run
   that into a warning and exit 0, explicitly.
 - Without a baseline at that place the run records the metrics and warns.
 
+Each case is also judged where it is asked (its place: the same chat, a new conversation, another
+session; ``evaluation.asked``), counting the home's memory blocks (MEMORY.md and USER.md, in every
+prompt) as received: ``stats.received`` over every case, ``stats.places`` per place, and each case's
+``received`` in ``case_results``.
+
 Every run that is not a dry run appends a row to state.db ``eval_history``.
 """
 
@@ -30,11 +35,13 @@ from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult
 from mnemo_ops.evaluation import baseline as baselines
 from mnemo_ops.evaluation import history, places
+from mnemo_ops.evaluation.asked import Standing
 from mnemo_ops.evaluation.engines import make_engine
 from mnemo_ops.evaluation.evaluate import Evaluation, evaluate
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.foundation.clock import isoformat
 from mnemo_ops.foundation.errors import UsageError
+from mnemo_ops.memory_blocks.in_prompt import prompt_entries
 
 
 def default_suite_path(settings) -> Path:
@@ -90,6 +97,8 @@ def _stats(evaluation: Evaluation) -> dict[str, Any]:
         "metrics": evaluation.metrics,
         "per_category": evaluation.per_category,
         **({"receives": evaluation.receives} if evaluation.receives else {}),
+        **({"received": evaluation.received} if evaluation.received else {}),
+        **({"places": evaluation.places} if evaluation.places is not None else {}),
         # Why the misses were missed: mnemo-ops eval explain (several recalls a case: not nightly).
         "misses_per_category": history.misses_by_category(evaluation),
         "regressions": [],
@@ -102,6 +111,7 @@ def _stats(evaluation: Evaluation) -> dict[str, Any]:
                 "passed": outcome.score.passed,
                 "category": outcome.case.category,
                 "query": outcome.case.query,
+                **({"received": outcome.received.to_stats()} if outcome.received else {}),
             }
             for outcome in evaluation.outcomes
         },
@@ -185,6 +195,7 @@ def run(ctx: JobContext) -> JobResult:
             ctx.run_options.k,
             progress=bar.advance,
             default_k=ctx.options.k,
+            standing=Standing(*prompt_entries(settings)),
         )
     ctx.result.stats.update(_stats(evaluation))
     if held_out:  # _stats replaces the stats' keys it names, not this one
