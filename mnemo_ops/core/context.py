@@ -60,7 +60,9 @@ class JobContext:
         self._checkpoint_taken = True
         if self.checkpoint_hook is not None:
             started = time.monotonic()
-            self.result.checkpoint = self.checkpoint_hook(self)
+            # A copy of the whole database can take a while with no count to show: a named spinner.
+            with self.progress.spinner(f"{self.job}: checkpoint before the first write"):
+                self.result.checkpoint = self.checkpoint_hook(self)
             # A whole-file copy: on a large database the largest share of a small run.
             self.result.stats["checkpoint_seconds"] = round(time.monotonic() - started, 2)
 

@@ -26,6 +26,7 @@ from mnemo_ops.core import disk_reserve as reserve
 from mnemo_ops.core import monitoring, runner
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.manifests import load_manifests
+from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database import transactions
 from mnemo_ops.foundation.errors import UsageError
@@ -95,8 +96,10 @@ def run_job(
     wait_s: float = 0.0,
     options: dict[str, Any] | None = None,
     show_progress: bool = True,
+    progress: ProgressReporter | None = None,
 ) -> JobResult:
-    """Run job `name` now through the runner (see ``mnemo_ops.core.runner.run_job``)."""
+    """Run job `name` now through the runner (see ``mnemo_ops.core.runner.run_job``); `progress`
+    replaces the reporter `show_progress` would make (a test's console)."""
     module = load_job(name)
     # A job may check the live database before anything else (the recall guard's trial included).
     own = getattr(module, "preflight", None)
@@ -114,4 +117,5 @@ def run_job(
         options=options,
         show_progress=show_progress,
         hooks=hooks,
+        progress=progress,
     )

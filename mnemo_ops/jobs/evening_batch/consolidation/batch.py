@@ -66,7 +66,9 @@ def _run(ctx: JobContext, steps: tuple[Step, ...], batch: BatchState) -> JobResu
         started = time.monotonic()
         outcome: dict[str, Any] = {"name": step.name, "status": "ok", "error": None}
         try:
-            step.function(ctx, batch)
+            # Each step is one named row on a terminal, so no step passes in silence.
+            with ctx.progress.spinner(f"evening-batch: {step.name}"):
+                step.function(ctx, batch)
         except JobTimeout:
             outcome.update(status="failed", error="timed out")
             outcomes.append(outcome)
