@@ -21,6 +21,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from mnemo_ops import database
 from mnemo_ops.checkpoints import pre_write
 from mnemo_ops.core import disk_reserve as reserve
 from mnemo_ops.core import monitoring, runner
@@ -107,15 +108,18 @@ def run_job(
     # And what this run was given, before anything is recorded: a typo is not a failed run.
     usage = getattr(module, "check_usage", None)
     hooks = dataclasses.replace(hooks, usage=(*hooks.usage, usage)) if usage else hooks
-    return runner.run_job(
-        settings,
-        name,
-        metered(module.run),
-        dry_run=dry_run,
-        force=force,
-        wait_s=wait_s,
-        options=options,
-        show_progress=show_progress,
-        hooks=hooks,
-        progress=progress,
-    )
+    # A dry run changes no byte and leaves no file: not even the -wal and -shm files a read-only
+    # connection makes beside a database nobody has open (database.connect, `untouched`).
+    with database.untouched_reads(dry_run):
+        return runner.run_job(
+            settings,
+            name,
+            metered(module.run),
+            dry_run=dry_run,
+            force=force,
+            wait_s=wait_s,
+            options=options,
+            show_progress=show_progress,
+            hooks=hooks,
+            progress=progress,
+        )
