@@ -16,7 +16,7 @@ from mnemo_ops.cli.common import emit, handle_errors, invocation_state
 from mnemo_ops.cli.eval_explain import STYLES, render_header
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.evaluation.explain import MISMATCH, QuestionExplanation, explain_question
-from mnemo_ops.mnemosyne.worker import NEW_CONVERSATION_KEY
+from mnemo_ops.mnemosyne.plugin_prefetch import NEW_CONVERSATION_KEY
 
 SCORE_COLUMNS = ("final", "keyword", "fts", "dense", "importance", "recency_decay")
 """Mnemosyne's score parts, as its ``recall(explain=True)`` names them."""

@@ -3,7 +3,7 @@
 For every query (a suite's case, or one ``mnemo-ops why`` question) the Mnemosyne engine's worker
 runs the Hermes plugin's own ``prefetch`` on a snapshot copy, records its recall and its canonical
 rows, and reproduces its decision with the plugin's own functions, so that every candidate gets
-one outcome (``mnemosyne/worker.explain``):
+one outcome (``mnemosyne/explain.explain``, in the Mnemosyne worker):
 
 - ``injected``, with its line;
 - ``ranked-out``: it passed every filter and was cut by the top 5 (reason ``ranked-out``) or by the

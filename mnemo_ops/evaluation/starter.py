@@ -90,16 +90,18 @@ def answer_of(text: str) -> tuple[str, str] | None:
     return None
 
 
-def _statements(connection) -> list[tuple[str, str, float]]:
-    """The live working memories the user stated: (id, text without the role prefix, importance)."""
+def _statements(connection) -> list[tuple[str, str, float, str | None]]:
+    """The live working memories the user stated: (id, text without the role prefix, importance,
+    the session it was said in)."""
     rows = connection.execute(
-        "SELECT id, content, COALESCE(importance, 0) FROM working_memory "
+        "SELECT id, content, COALESCE(importance, 0), session_id FROM working_memory "
         f"WHERE {database.live_condition()} "
         "AND (source = 'user' OR content LIKE ?) ORDER BY rowid",
         (local_timestamp(), USER_PREFIX + "%"),
     ).fetchall()
     return [
-        (str(memory_id), facts.body(content), float(weight)) for memory_id, content, weight in rows
+        (str(memory_id), facts.body(content), float(weight), session or None)
+        for memory_id, content, weight, session in rows
     ]
 
 
@@ -132,7 +134,7 @@ def build_starter(db_path: Path, max_cases: int = DEFAULT_CASES) -> Starter:
             key=lambda pair: (-facts.specificity(pair[1][1]), -pair[1][2], pair[0]),
         )
         queries: set[str] = set()
-        for _, (memory_id, text, _weight) in ranked:
+        for _, (memory_id, text, _weight, session) in ranked:
             if len(starter.cases) >= max_cases:
                 starter.skip("over the case limit")
                 continue
@@ -169,6 +171,10 @@ def build_starter(db_path: Path, max_cases: int = DEFAULT_CASES) -> Starter:
                     relevant=(memory_id,),
                     category=kind,
                     answer=word,
+                    # Asked where it was said: the Hermes plugin recalls only inside the
+                    # conversation's own session, so a case with no session would measure a
+                    # place the agent is never asked in.
+                    session=session,
                 )
             )
         return starter

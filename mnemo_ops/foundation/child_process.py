@@ -43,9 +43,11 @@ The protocol (version 1):
 - Another interpreter: `python` runs ``PYTHON -m MODULE`` (it must find mnemo-ops, e.g. through
   ``PYTHONPATH``). With `standalone`, the interpreter lacks mnemo-ops (an upgrade candidate's venv,
   ``eval run --python``): the module's file is copied into a private folder beside a stand-in
-  ``mnemo_ops`` package holding only this module and what it imports (`STANDIN_FILES`), and run by
-  path with ``PYTHONPATH``/``PYTHONHOME`` removed. Such a module (and this one) imports only the
-  standard library, its own third-party packages and this module, in Python 3.10 syntax.
+  ``mnemo_ops`` package holding only this module and what it imports (`STANDIN_FILES`), plus the
+  module's own companions the caller names (`standalone_files`: the modules of a child split by
+  concern), and run by path with ``PYTHONPATH``/``PYTHONHOME`` removed. Such a module (and this one)
+  imports only the standard library, its own third-party packages, this module and those
+  companions, in Python 3.10 syntax.
 
 A child module looks like::
 
@@ -78,7 +80,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn
 
@@ -164,6 +166,7 @@ def run_child(
     environment: Mapping[str, str] | None = None,
     python: str | Path | None = None,
     standalone: bool = False,
+    standalone_files: Sequence[str] = (),
     cwd: str | Path | None = None,
     on_progress: Callable[[Any], None] | None = None,
     kill_grace_s: float = KILL_GRACE_S,
@@ -173,7 +176,8 @@ def run_child(
     `timeout` (seconds, None for no limit; every caller says which) bounds the whole run, start to
     exit. `environment` is the child's whole environment (default: this process's). `python` is the
     interpreter (default: this one); `standalone` runs the module's file under an interpreter
-    without mnemo-ops (module docstring). `on_progress(data)` is called in this thread for each
+    without mnemo-ops (module docstring), its stand-in package holding `standalone_files` too
+    (paths relative to the ``mnemo_ops`` folder). `on_progress(data)` is called in this thread for each
     progress message. Raises ChildProcessFailed on any failure, with the process group ended.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -190,7 +194,7 @@ def run_child(
             folder = Path(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="mnemo-ops-child-"))
             )
-            command = [interpreter, str(_standalone_copy(module, folder))]
+            command = [interpreter, str(_standalone_copy(module, folder, standalone_files))]
             for name in ("PYTHONPATH", "PYTHONHOME"):  # that interpreter sees only its own packages
                 child_environment.pop(name, None)
         else:
@@ -231,13 +235,14 @@ def run_child(
         )
 
 
-def _standalone_copy(module: str, folder: Path) -> Path:
-    """Copy `module`'s file and the stand-in package into `folder`; return the copy to run."""
+def _standalone_copy(module: str, folder: Path, companions: Sequence[str] = ()) -> Path:
+    """Copy `module`'s file and the stand-in package (with `companions`) into `folder`; return the
+    copy to run."""
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         raise ChildProcessFailed(module, "could not start: no such source file", reason="start")
     package = Path(__file__).resolve().parents[1]
-    for relative in STANDIN_FILES:
+    for relative in (*STANDIN_FILES, *companions):
         target = folder / "mnemo_ops" / relative
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(package / relative, target)

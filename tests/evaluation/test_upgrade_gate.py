@@ -226,7 +226,8 @@ def test_a_python_that_does_not_run_is_a_usage_error(cli, tmp_path):
     completed = cli("eval", "run", "--suite", SUITE, "--python", str(tmp_path / "no-python"))
     assert completed.returncode == 2
     lines = completed.stderr.strip().splitlines()
+    # Checked before the run starts, so the message names the flag the user typed.
     assert (
         len(lines) == 1
-        and f"retrieval_eval.python: {tmp_path / 'no-python'} is not an executable file" in lines[0]
+        and f"{tmp_path / 'no-python'}: --python is not an executable file" in lines[0]
     )

@@ -8,7 +8,7 @@ query whose recall holds rows the prefetch filters out, the explanation must car
 from __future__ import annotations
 
 from mnemo_ops.foundation.child_process import child_main
-from mnemo_ops.mnemosyne import worker
+from mnemo_ops.mnemosyne import explain, worker
 
 
 def _passes_everything(self, *args):
@@ -16,8 +16,8 @@ def _passes_everything(self, *args):
     return None, ""
 
 
-worker.PrefetchExplainer.filter_rule = _passes_everything
-worker.ApproximateExplainer.filter_rule = _passes_everything
+explain.PrefetchExplainer.filter_rule = _passes_everything
+explain.ApproximateExplainer.filter_rule = _passes_everything
 
 if __name__ == "__main__":
     child_main(worker.handle)

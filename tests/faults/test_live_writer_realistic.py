@@ -46,8 +46,8 @@ RUNS = {
     "evening-batch": [["run", "evening-batch"]],
     "bridge-drain": [["run", "bridge-drain"]],
     "monthly-maintenance": [["run", "monthly-maintenance"]],
-    # The two jobs that write through Mnemosyne's own remember (issue 20: "each new job as it
-    # lands"): the week's lessons from the test model, and the full memory blocks moved.
+    # The two jobs that write through Mnemosyne's own remember (each new job is tried as it
+    # lands): the week's lessons from the test model, and the full memory blocks moved.
     "self-reflection": [["run", "self-reflection"]],
     "memory-block-migrate": [["run", "memory-block-migrate"]],
 }

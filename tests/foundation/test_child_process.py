@@ -15,6 +15,7 @@ import pytest
 
 from mnemo_ops.foundation.child_process import STANDIN_FILES, ChildProcessFailed, run_child
 from mnemo_ops.foundation.errors import MnemoOpsError
+from mnemo_ops.mnemosyne.worker import STANDALONE_FILES
 
 REPO = Path(__file__).resolve().parents[2]
 CHILDREN = "tests.foundation.children"
@@ -251,22 +252,27 @@ def test_a_child_dies_with_its_parent(tmp_path):
             parent.wait()
 
 
-STANDALONE_CHILDREN = (
-    "mnemo_ops/mnemosyne/worker.py",
-    "mnemo_ops/mnemosyne/version_probe.py",
-)
-"""The package's children that run standalone, under an interpreter without mnemo-ops."""
+STANDALONE_CHILDREN = {
+    "mnemo_ops/mnemosyne/worker.py": STANDALONE_FILES,
+    "mnemo_ops/mnemosyne/version_probe.py": (),
+}
+"""The package's children that run standalone, under an interpreter without mnemo-ops, with the
+modules of their own each one's stand-in package holds (relative to the ``mnemo_ops`` folder)."""
+
+
+def _module_of(relative: str) -> str:
+    return ".".join(("mnemo_ops", *Path(relative).with_suffix("").parts)).removesuffix(".__init__")
 
 
 def test_standalone_code_imports_only_the_stand_in_and_parses_as_python_3_10():
     package = REPO / "mnemo_ops"
-    stand_in = {
-        ".".join(("mnemo_ops", *Path(relative).with_suffix("").parts)).removesuffix(".__init__")
-        for relative in STANDIN_FILES
-    }
-    files = [package / relative for relative in STANDIN_FILES]
-    files += [REPO / relative for relative in STANDALONE_CHILDREN]
-    for path in files:
+    stand_in = {_module_of(relative) for relative in STANDIN_FILES}
+    checked = [(package / relative, stand_in) for relative in STANDIN_FILES]
+    for child, companions in STANDALONE_CHILDREN.items():
+        allowed = stand_in | {_module_of(relative) for relative in companions}
+        checked += [(REPO / child, allowed)]
+        checked += [(package / relative, allowed) for relative in companions]
+    for path, allowed in checked:
         tree = ast.parse(path.read_text(encoding="utf-8"), feature_version=(3, 10))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mnemo_ops"):
@@ -276,11 +282,37 @@ def test_standalone_code_imports_only_the_stand_in_and_parses_as_python_3_10():
                     source = REPO / Path(*candidate.split("."))
                     is_module = source.with_suffix(".py").is_file() or source.is_dir()
                     imported = candidate if is_module else node.module
-                    assert imported in stand_in, (
+                    assert imported in allowed, (
                         f"{path.name} imports {imported}, not in the stand-in"
                     )
             elif isinstance(node, ast.Import):
                 for alias in node.names:
-                    assert not alias.name.startswith("mnemo_ops") or alias.name in stand_in, (
+                    assert not alias.name.startswith("mnemo_ops") or alias.name in allowed, (
                         f"{path.name} imports {alias.name}, not in the stand-in"
                     )
+
+
+def test_the_mnemosyne_worker_runs_standalone_with_its_own_modules():
+    """The worker split by concern runs from a copy: its stand-in package holds the modules it
+    imports (an unknown mode reaches its dispatch); without them it cannot even start."""
+    with pytest.raises(ChildProcessFailed) as caught:
+        run_child(
+            "mnemo_ops.mnemosyne.worker",
+            {"mode": "no-such-mode"},
+            timeout=120,
+            python=sys.executable,
+            standalone=True,
+            standalone_files=STANDALONE_FILES,
+        )
+    assert caught.value.reason == "error"
+    assert caught.value.error == "KeyError: 'no-such-mode'"
+    with pytest.raises(ChildProcessFailed) as caught:
+        run_child(
+            "mnemo_ops.mnemosyne.worker",
+            {"mode": "no-such-mode"},
+            timeout=120,
+            python=sys.executable,
+            standalone=True,
+        )
+    assert caught.value.reason == "exit"
+    assert "No module named 'mnemo_ops.mnemosyne'" in str(caught.value)

@@ -17,9 +17,8 @@ snapshot's ``config.yaml``, because Mnemosyne lets that file win over the enviro
 ``python`` (``eval run --python PATH``) runs the worker under another interpreter, one where an
 upgrade candidate of Mnemosyne is installed and mnemo-ops is not: a standalone child of
 ``foundation.child_process`` (the worker file copied into a private folder of its own, beside a
-stand-in of that module, and run by path; run in place, this folder's ``mnemosyne.py`` would shadow
-the ``mnemosyne`` package), with ``PYTHONPATH``/``PYTHONHOME`` removed so that interpreter sees
-only its own packages.
+stand-in of that module holding the worker's own modules too, ``worker.STANDALONE_FILES``, and run
+by path), with ``PYTHONPATH``/``PYTHONHOME`` removed so that interpreter sees only its own packages.
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
 from mnemo_ops.mnemosyne import versions
 from mnemo_ops.mnemosyne.api import mnemosyne_environment
 from mnemo_ops.mnemosyne.vectors import keeps_vectors
+from mnemo_ops.mnemosyne.worker import STANDALONE_FILES
 
 WORKER_MODULE = "mnemo_ops.mnemosyne.worker"
 
@@ -75,7 +75,7 @@ PROFILES = ("plain", "hermes", "hermes-approximate")
   the approximation below, and the run says so (``profile_used``: ``hermes-approximate``).
 - ``hermes-approximate``: ``beam.recall(query, top_k=16, temporal_weight=0.2,
   temporal_halflife=48)`` in the query's session, rows dropped when their score is below 0.20 and
-  their importance below 0.65, the first 5 kept (``mnemosyne_worker.HERMES``). It omits the
+  their importance below 0.65, the first 5 kept (``mnemosyne/plugin_prefetch.HERMES``). It omits the
   plugin's other filters and the canonical facts it appends (docs/quality.md has the gap).
 """
 AGENT_PROFILES = ("hermes", "hermes-approximate")
@@ -387,6 +387,7 @@ def run_worker(
             environment=environment,
             python=python,
             standalone=bool(python),
+            standalone_files=STANDALONE_FILES,
             on_progress=progress,
         )
     except ChildProcessFailed as error:

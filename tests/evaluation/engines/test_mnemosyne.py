@@ -6,7 +6,7 @@ import pytest
 
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine, run_worker
 from mnemo_ops.foundation.errors import MnemoOpsError, UsageError
-from mnemo_ops.mnemosyne.worker import break_ties
+from mnemo_ops.mnemosyne.plugin_prefetch import break_ties
 
 
 def test_only_adjacent_equal_scores_are_reordered_by_id():

@@ -28,6 +28,16 @@ def ledger(sample) -> list[dict]:
         connection.close()
 
 
+def row_session(sample, memory_id: str) -> str:
+    connection = sqlite3.connect(sample.db_path)
+    try:
+        return connection.execute(
+            "SELECT session_id FROM working_memory WHERE id = ?", (memory_id,)
+        ).fetchone()[0]
+    finally:
+        connection.close()
+
+
 def user_row(sample, memory_id: str) -> str:
     connection = sqlite3.connect(sample.db_path)
     try:
@@ -65,6 +75,8 @@ def test_no_suite_fails_then_eval_init_passes_then_lost_recall_fails(cli, sample
         content = user_row(sample, case["relevant"][0])
         assert case["answer"] in content
         assert case["answer"].lower() not in case["query"].split()
+        # Asked in the conversation it was said in: the plugin recalls only inside that session.
+        assert case["session"] == row_session(sample, case["relevant"][0])
 
     passed = cli("--json", "eval", "run")
     assert passed.returncode == 0, passed.stderr
