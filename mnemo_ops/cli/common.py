@@ -165,29 +165,36 @@ class MnemosyneOnce(logging.Filter):
     """Mnemosyne's own log lines, each said once per command, as Mnemosyne's (not ours).
 
     Every ``Mnemosyne(...)`` and every job that opens the database logs the same warnings again (a
-    demo runs nine jobs); and a missing sqlite-vec comes as two messages (its tables, its facts
-    table) about one fact. Without -vv each is shown once, the sqlite-vec ones as one line.
+    demo runs nine jobs). The sqlite-vec ones (its package, its tables, its facts table: two or
+    three messages, worded differently by each Mnemosyne line) are one fact about this Python,
+    not about the command: said once, as one line, and only with -v (`show_sqlite_vec`);
+    ``mnemo-ops doctor`` names it every time.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, show_sqlite_vec: bool = True) -> None:
         super().__init__()
         self.seen: set[str] = set()
+        self.show_sqlite_vec = show_sqlite_vec
 
     def filter(self, record: logging.LogRecord) -> bool:
-        """False for a Mnemosyne message already shown; rewords the first sqlite-vec one."""
+        """False for a Mnemosyne message already shown (or a sqlite-vec one without -v); rewords
+        the first sqlite-vec one."""
         if not record.name.startswith("mnemosyne"):
             return True
         message = record.getMessage()
-        key = "sqlite-vec" if "sqlite-vec" in message and "vec0" in message else message
+        key = "sqlite-vec" if "sqlite-vec" in message else message
         if key in self.seen:
             return False
         self.seen.add(key)
         if key == "sqlite-vec":
+            if not self.show_sqlite_vec:
+                return False
             record.msg, record.args = (
-                "sqlite-vec cannot be loaded here (vec0 module not loaded): Mnemosyne's vector "
-                "tables are off",
+                "sqlite-vec cannot be loaded here: Mnemosyne's vector search is off "
+                "(mnemo-ops doctor says why)",
                 (),
             )
+            record.levelno, record.levelname = logging.INFO, "info"
         record.levelname = f"mnemosyne {record.levelname.lower()}"
         return True
 
@@ -223,7 +230,7 @@ def configure_logging(verbosity: int) -> None:
     handler = StderrHandler()
     handler.setFormatter(logging.Formatter("mnemo-ops: %(levelname)s: %(message)s"))
     if verbosity < 2:
-        handler.addFilter(MnemosyneOnce())
+        handler.addFilter(MnemosyneOnce(show_sqlite_vec=verbosity >= 1))
     root.addHandler(handler)
 
 

@@ -191,6 +191,14 @@ def collect_doctor(state) -> tuple[list[dict[str, str]], int]:
                 "installed" if present else f"optional, for {purpose}",
             )
         )
+        if module == "sqlite_vec" and present and not _loads_extensions():
+            # Mnemosyne warns about this on every start; the commands say it only with -v.
+            checks[-1] = _check(
+                module,
+                "info",
+                "installed, but this Python's sqlite3 cannot load extensions: Mnemosyne's "
+                "vector search is off here (FTS5 recall only)",
+            )
     code = (
         USAGE
         if any(c["status"] == "error" and c["check"] in BLOCKING_CHECKS for c in checks)
@@ -240,3 +248,12 @@ def register(app: typer.Typer) -> None:
         "written by a newer Mnemosyne: which version to install).\n\n"
         "Example: mnemo-ops doctor",
     )(doctor_command)
+
+
+def _loads_extensions() -> bool:
+    """Whether this Python's sqlite3 (the one Mnemosyne uses) can load an extension like sqlite-vec."""
+    connection = sqlite3.connect(":memory:")
+    try:
+        return hasattr(connection, "enable_load_extension")
+    finally:
+        connection.close()

@@ -68,11 +68,21 @@ def run_command(
     option: list[str] = typer.Option(
         None, "--option", "-o", help="Job option KEY=VALUE (repeatable).", metavar="KEY=VALUE"
     ),
+    timeout: int = typer.Option(
+        None,
+        "--timeout",
+        help="Stop the job after SECONDS instead of its own timeout (a scheduler's shorter limit).",
+        metavar="SECONDS",
+        min=1,
+    ),
 ) -> None:
     """Run one job now and render its result; the exit code is the run's."""
     options = parse_options(option, ctx.args)
+    settings = invocation_state().settings
+    if timeout is not None and job in JOB_NAMES:
+        settings = settings.with_timeout(job, timeout)
     result = run_job(
-        invocation_state().settings,
+        settings,
         job,
         dry_run=dry_run,
         force=force,

@@ -65,7 +65,9 @@ class JobContext:
         if self.checkpoint_hook is not None:
             started, stage = time.monotonic(), self.stage
             self.stage = "checkpoint"
-            self.result.checkpoint = self.checkpoint_hook(self)
+            # A copy of the whole database can take a while with no count to show: a named spinner.
+            with self.progress.spinner(f"{self.job}: checkpoint before the first write"):
+                self.result.checkpoint = self.checkpoint_hook(self)
             self.stage = stage
             # A whole-file copy: on a large database the largest share of a small run.
             self.result.stats["checkpoint_seconds"] = round(time.monotonic() - started, 2)

@@ -131,6 +131,7 @@ def run_job(
     options: dict[str, Any] | None = None,
     show_progress: bool = True,
     hooks: RunHooks = RunHooks(),
+    progress: ProgressReporter | None = None,
 ) -> JobResult:
     """Run `job` (the job's ``run(ctx)``) under the writer lock and return its finished result.
 
@@ -171,7 +172,7 @@ def run_job(
         force=force,
         options=section,
         run_options=run_options,
-        progress=ProgressReporter(show_progress),
+        progress=progress or ProgressReporter(show_progress),
         checkpoint_hook=hooks.checkpoint,
     )
     # Usage: what this run was given. Before the lock, the monitors and the ledger: a refusal here

@@ -7,8 +7,10 @@ to build an FTS5 MATCH), ``mnemosyne_api`` (contained access to the mnemosyne-me
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,16 +81,46 @@ def check_database_file(path: Path) -> None:
         raise DatabaseError(f"not an SQLite database: {path}")
 
 
-def connect(path: Path, readonly: bool = False) -> apsw.Connection:
+SIDE_FILES = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a database while it is open (or after a crash)."""
+
+
+def side_files(path: Path) -> list[Path]:
+    """The -wal, -shm and -journal files beside `path` that exist now."""
+    return [Path(f"{path}{suffix}") for suffix in SIDE_FILES if Path(f"{path}{suffix}").exists()]
+
+
+_UNTOUCHED: contextvars.ContextVar[bool] = contextvars.ContextVar("untouched", default=False)
+
+
+@contextlib.contextmanager
+def untouched_reads(enabled: bool = True) -> Iterator[None]:
+    """Within the block, every read-only `connect` is `untouched` (a dry run: wherever it reads
+    the database from, not one file may appear beside it)."""
+    token = _UNTOUCHED.set(enabled or _UNTOUCHED.get())
+    try:
+        yield
+    finally:
+        _UNTOUCHED.reset(token)
+
+
+def connect(path: Path, readonly: bool = False, untouched: bool = False) -> apsw.Connection:
     """Open the memory database, patient when busy; read-only connections never write.
 
     A read-only connection neither checkpoints the WAL on close nor changes the file, which is what
-    dry runs and read-only commands need.
+    dry runs and read-only commands need. It still creates empty -wal and -shm files beside a WAL
+    database nobody has open, and cannot remove them. With `untouched` (a dry run: not one byte
+    or file may change), a database with no -wal, -shm or -journal beside it, which no one has
+    open, is read as immutable (SQLite's ``immutable=1``: no lock, no file created); one that has
+    them is read beside its writer, the ordinary read-only way, creating nothing new.
     """
     check_database_file(path)
     flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
+    name = str(path)
+    if readonly and (untouched or _UNTOUCHED.get()) and not side_files(path):
+        name = f"{Path(path).absolute().as_uri()}?immutable=1"
     try:
-        connection = apsw.Connection(str(path), flags=flags | apsw.SQLITE_OPEN_URI)
+        connection = apsw.Connection(name, flags=flags | apsw.SQLITE_OPEN_URI)
         if readonly:
             connection.set_busy_timeout(BUSY_TIMEOUT_MS)
         else:
@@ -118,9 +150,10 @@ def check_mnemosyne_schema(connection: apsw.Connection, path: Path) -> None:
         raise DatabaseError(f"not a Mnemosyne database (no {', '.join(missing)} table): {path}")
 
 
-def open_memory_db(path: Path, readonly: bool = False) -> apsw.Connection:
-    """Open and schema-check a Mnemosyne database; raise DatabaseError with one line otherwise."""
-    connection = connect(path, readonly=readonly)
+def open_memory_db(path: Path, readonly: bool = False, untouched: bool = False) -> apsw.Connection:
+    """Open and schema-check a Mnemosyne database; raise DatabaseError with one line otherwise
+    (`untouched`: see `connect`)."""
+    connection = connect(path, readonly=readonly, untouched=untouched)
     try:
         check_mnemosyne_schema(connection, path)
     except DatabaseError:

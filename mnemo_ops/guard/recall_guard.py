@@ -344,16 +344,17 @@ class RecallGuard:
     def _try(self, ctx: JobContext, job, state_db, fingerprint: str, started: float) -> bool:
         settings = ctx.settings
         clock = PhaseClock()
-        with clock.phase("copy"):
+        shown = ctx.progress.spinner
+        with clock.phase("copy"), shown("recall guard: copying the database for a trial"):
             trial = make_trial(settings, copy_blocks="memory_blocks" in ctx.manifest.writes)
         try:
-            with clock.phase("probes"):
+            with clock.phase("probes"), shown("recall guard: choosing the probes"):
                 connection = database.open_memory_db(trial.db_path, readonly=True)
                 try:
                     refreshed = probes.refresh(connection, state_db, settings.guard.probes)
                 finally:
                     connection.close()
-            with clock.phase("copy"):
+            with clock.phase("copy"), shown("recall guard: keeping the database as it was"):
                 # The database as it was, for the "before" measurement: a file copy of the trial
                 # copy, which nothing else has open (a reflink where the filesystem has them).
                 before_db = snapshot_database(trial.db_path, trial.folder / "before")
@@ -381,33 +382,35 @@ class RecallGuard:
                     )
                     with clock.phase("job_on_copy"):
                         trial_result = self._run_on_copy(ctx, job, trial)
-                    if any(trial_result.changes.values()):
-                        after_first = _measure_timed(
-                            clock,
-                            "measure_after",
-                            settings,
-                            trial.db_path,
-                            sample,
-                            suite,
-                            blocks_dir=trial.settings.memory_blocks_dir,
-                            every_session=True,
-                        )
-                    before_first = before_first.result()
+                    with shown("recall guard: measuring recall before and after"):
+                        if any(trial_result.changes.values()):
+                            after_first = _measure_timed(
+                                clock,
+                                "measure_after",
+                                settings,
+                                trial.db_path,
+                                sample,
+                                suite,
+                                blocks_dir=trial.settings.memory_blocks_dir,
+                                every_session=True,
+                            )
+                        before_first = before_first.result()
                 if not any(trial_result.changes.values()):
                     # Nothing written: recall cannot have changed, and the measurement is not used.
                     return self._unchanged(
                         ctx, state_db, fingerprint, refreshed, trial_result, started, clock
                     )
-                verdict, before, after, sampling = self._decide_by_sample(
-                    settings,
-                    (sample, rest),
-                    (before_first, after_first),
-                    before_db,
-                    trial.db_path,
-                    clock,
-                )
-                with clock.phase("verdict"):
-                    lost = losses.lost_facts(before_db, trial.db_path, _evidence_ids(suite))
+                with shown("recall guard: the verdict"):
+                    verdict, before, after, sampling = self._decide_by_sample(
+                        settings,
+                        (sample, rest),
+                        (before_first, after_first),
+                        before_db,
+                        trial.db_path,
+                        clock,
+                    )
+                    with clock.phase("verdict"):
+                        lost = losses.lost_facts(before_db, trial.db_path, _evidence_ids(suite))
                 if lost:
                     verdict.problems.append(losses.problem(lost))
                     verdict.accepted = False
@@ -545,7 +548,8 @@ class RecallGuard:
             force=ctx.force,
             options=ctx.options,
             run_options=ctx.run_options,
-            progress=ctx.progress,
+            # The job's own stages, shown as the trial's: the real run shows them again after.
+            progress=ctx.progress.within("recall guard trial"),
         )
         try:
             job(trial_ctx)

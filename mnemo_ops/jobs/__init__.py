@@ -21,10 +21,12 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from mnemo_ops import database
 from mnemo_ops.checkpoints import pre_write
 from mnemo_ops.core import monitoring, runner
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.manifests import load_manifests
+from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.database import transactions
 from mnemo_ops.foundation.errors import UsageError
@@ -94,8 +96,10 @@ def run_job(
     wait_s: float = 0.0,
     options: dict[str, Any] | None = None,
     show_progress: bool = True,
+    progress: ProgressReporter | None = None,
 ) -> JobResult:
-    """Run job `name` now through the runner (see ``mnemo_ops.core.runner.run_job``)."""
+    """Run job `name` now through the runner (see ``mnemo_ops.core.runner.run_job``); `progress`
+    replaces the reporter `show_progress` would make (a test's console)."""
     module = load_job(name)
     # A job may check the live database before anything else (the recall guard's trial included).
     own = getattr(module, "preflight", None)
@@ -103,14 +107,18 @@ def run_job(
     # And what this run was given, before anything is recorded: a typo is not a failed run.
     usage = getattr(module, "check_usage", None)
     hooks = dataclasses.replace(hooks, usage=(*hooks.usage, usage)) if usage else hooks
-    return runner.run_job(
-        settings,
-        name,
-        metered(module.run),
-        dry_run=dry_run,
-        force=force,
-        wait_s=wait_s,
-        options=options,
-        show_progress=show_progress,
-        hooks=hooks,
-    )
+    # A dry run changes no byte and leaves no file: not even the -wal and -shm files a read-only
+    # connection makes beside a database nobody has open (database.connect, `untouched`).
+    with database.untouched_reads(dry_run):
+        return runner.run_job(
+            settings,
+            name,
+            metered(module.run),
+            dry_run=dry_run,
+            force=force,
+            wait_s=wait_s,
+            options=options,
+            show_progress=show_progress,
+            hooks=hooks,
+            progress=progress,
+        )

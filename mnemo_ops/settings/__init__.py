@@ -151,6 +151,13 @@ class Settings:
         """The ``jobs.<name>`` section (schedule, enabled, timeout, ping_url) of job `name`."""
         return schedule_of(self.config.jobs, name)
 
+    def with_timeout(self, name: str, seconds: int) -> Settings:
+        """These settings with job `name`'s timeout set to `seconds` for one run (``run --timeout``:
+        a scheduler that stops scripts sooner than the job's own timeout)."""
+        schedule = self.job(name).model_copy(update={"timeout": seconds})
+        jobs = self.config.jobs.model_copy(update={section_name(name): schedule})
+        return dataclasses.replace(self, config=self.config.model_copy(update={"jobs": jobs}))
+
     def check_run_options(
         self, job: str, given: dict[str, Any]
     ) -> tuple[Settings, Section, BaseModel]:

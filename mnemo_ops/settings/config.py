@@ -8,6 +8,7 @@ have seen since the first release ("key 'backup.keep' must be an integer, got 't
 
 from __future__ import annotations
 
+import difflib
 import json
 import typing
 from pathlib import Path
@@ -198,7 +199,9 @@ def check_run_options(config: Config, job: str, given: dict[str, Any]) -> tuple[
         field = fields.get(key)
         if field is None:
             known = ", ".join(sorted(fields)) or "none"
-            raise UsageError(f"{job} has no option {raw_key!r}; its options are: {known}")
+            close = difflib.get_close_matches(raw_key, [*fields, *by_alias], n=1, cutoff=0.6)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"{job} has no option {raw_key!r}{guess}; its options are: {known}")
         values[key] = _from_text(field.annotation, raw_value)
     current: Section = getattr(config, name)
     wrapper = {name: {**current.model_dump(), **values}}

@@ -7,6 +7,7 @@ job manifests, so every refusal reads the same way.
 
 from __future__ import annotations
 
+import difflib
 import types
 import typing
 from typing import Any, Literal
@@ -129,7 +130,7 @@ def _message(model: type[BaseModel], error: dict[str, Any], where: str) -> str:
     value = error.get("input")
     context = error.get("ctx") or {}
     if kind == "extra_forbidden":
-        return f"{where}: unknown key '{dotted}'"
+        return f"{where}: unknown key '{dotted}'" + _did_you_mean(model, loc)
     if not parts:
         return f"{where}: {error['msg']}"
     key = f"{where}: key '{dotted}'"
@@ -157,6 +158,21 @@ def _message(model: type[BaseModel], error: dict[str, Any], where: str) -> str:
     if kind in ("cron", "time_range", "absolute_path", "regex", "cross_field"):
         return f"{key} {error['msg']}" if kind != "cross_field" else f"{key}: {error['msg']}"
     return f"{key}: {error['msg']}"
+
+
+def _did_you_mean(model: type[BaseModel], loc: tuple) -> str:
+    """``; did you mean 'max_rows'?`` for an unknown key that is close to a key of its section,
+    else nothing (a key with no near neighbour gets no guess)."""
+    parent, parts, _ = _field_at(model, loc[:-1]) if len(loc) > 1 else (model, (), False)
+    sections = [kind for kind in base_types(parent) if isinstance(kind, type)]
+    sections = [kind for kind in sections if issubclass(kind, BaseModel)]
+    if not sections or not isinstance(loc[-1], str):
+        return ""
+    keys = [field.alias or name for name, field in sections[0].model_fields.items()]
+    close = difflib.get_close_matches(loc[-1], keys, n=1, cutoff=0.6)
+    if not close:
+        return ""
+    return f"; did you mean '{'.'.join((*parts, close[0]))}'?"
 
 
 def is_model(annotation: Any) -> bool:

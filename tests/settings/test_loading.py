@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from mnemo_ops.foundation.errors import ConfigError
+from mnemo_ops.foundation.errors import ConfigError, UsageError
 from mnemo_ops.settings import default_state_dir, load_settings
 
 
@@ -109,6 +109,35 @@ def test_bad_config_names_file_and_key(tmp_path, text, fragment):
         load_settings(config=config, environ={"HOME": str(tmp_path)})
     assert str(config) in raised.value.message
     assert fragment in raised.value.message
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("backup:\n  kep: 3\n", "unknown key 'backup.kep'; did you mean 'backup.keep'?"),
+        (
+            "memory_maintian:\n  k: 3\n",
+            "unknown key 'memory_maintian'; did you mean 'memory_maintain'?",
+        ),
+        (
+            "nightly_selfcare:\n  staging:\n    extra_rules:\n      - {root: /tmp, patern: '*'}\n",
+            "unknown key 'nightly_selfcare.staging.extra_rules[0].patern'; did you mean "
+            "'nightly_selfcare.staging.extra_rules[0].pattern'?",
+        ),
+        ("backup:\n  zzzzzz: 3\n", "unknown key 'backup.zzzzzz'"),  # nothing close: no guess
+    ],
+)
+def test_a_mistyped_key_is_one_line_naming_file_key_and_the_closest_valid_key(tmp_path, text, line):
+    config = _write(tmp_path / "typo.yaml", text)
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config=config, environ={"HOME": str(tmp_path)})
+    assert raised.value.message == f"{config}: {line}"
+
+
+def test_a_mistyped_run_option_names_the_closest_option(tmp_path):
+    settings = load_settings(environ={"HOME": str(tmp_path)})
+    with pytest.raises(UsageError, match=r"backup has no option 'kepe' \(did you mean 'keep'\?\)"):
+        settings.check_run_options("backup", {"kepe": "3"})
 
 
 def test_missing_config_file_is_an_error(tmp_path):

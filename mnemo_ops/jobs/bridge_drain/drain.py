@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Any
 
 import apsw
@@ -54,18 +55,32 @@ class Drain:
         if self.rejections_reported <= REJECTION_WARNINGS_SHOWN:
             self.ctx.warn("bridge-rejected", message, severity="warning")
 
-    def drain_file(self, name: str) -> None:
-        """Parse, ingest and move one file (or, in a dry run, count what would happen)."""
+    def _parse(self, name: str):
+        return parse_file(
+            name,
+            self.spool.read(name, self.limits.max_file_bytes),
+            self.limits.max_item_bytes,
+            self.limits.max_file_bytes,
+            self.limits.default_session,
+        )
+
+    def items_in(self, name: str) -> int:
+        """How many items `drain_file` will handle in file `name`: its valid and rejected items, or one
+        for a file rejected whole (or unreadable), which is handled as one piece."""
+        try:
+            parsed = self._parse(name)
+        except (FileRejected, OSError):
+            return 1
+        return max(1, len(parsed.items) + len(parsed.rejected))
+
+    def drain_file(self, name: str, advance: Callable[[int], None] = lambda amount: None) -> None:
+        """Parse, ingest and move one file (or, in a dry run, count what would happen); `advance(n)`
+        is told as its items are done (``items_in`` counts them the same way)."""
         now = isoformat(utc_now())
         try:
-            parsed = parse_file(
-                name,
-                self.spool.read(name, self.limits.max_file_bytes),
-                self.limits.max_item_bytes,
-                self.limits.max_file_bytes,
-                self.limits.default_session,
-            )
+            parsed = self._parse(name)
         except FileRejected as rejection:
+            advance(1)
             self.ctx.count("files_rejected")
             self.reject(f"{name}: rejected whole: {rejection.reason}")
             if not self.ctx.dry_run:
@@ -77,6 +92,9 @@ class Drain:
             problem = self.ingest(item, name, records)
             if problem is not None:
                 rejected.append(RejectedItem(item.position, (problem,), item.original))
+            advance(1)
+        # Items rejected while parsing are done once the file is; an empty file is one piece.
+        advance(len(parsed.rejected) or (0 if parsed.items else 1))
         rejected.sort(key=lambda entry: entry.position)
         for entry in rejected:
             self.reject(entry.describe(name))

@@ -66,13 +66,21 @@ def run(ctx: JobContext) -> JobResult:
             connection.close()
             connection = drain.connection = open_ingest_connection(ctx.settings.db_path)
             drain.ingestor = Ingestor(ctx, connection, schema_gaps)
-        with ctx.progress.bar("bridge-drain: files", total=len(names)) as bar:
+        # Counted in items, not files: one file may hold one item or thousands.
+        # Read twice only for a person watching: a scheduled run shows nothing.
+        shown = ctx.progress.enabled
+        with ctx.progress.spinner("bridge-drain: counting the spool's items"):
+            counts = {name: drain.items_in(name) for name in names} if shown else {}
+        with ctx.progress.bar(
+            "bridge-drain: items", total=sum(counts.values()) if shown else None
+        ) as bar:
             for name in names:
+                done = bar.record.completed
                 try:
-                    drain.drain_file(name)
+                    drain.drain_file(name, bar.advance)
                 except OSError as error:  # e.g. a file removed under us: report it, keep going
                     ctx.warn("bridge-file-error", f"{name}: {error}", severity="error")
-                bar.advance()
+                    bar.advance(max(0, counts.get(name, 0) - (bar.record.completed - done)))
         if drain.rejections_reported > REJECTION_WARNINGS_SHOWN:
             ctx.warn(
                 "bridge-rejected",

@@ -247,12 +247,13 @@ def _merge_segments(ctx: JobContext, connection) -> None:
         stats["planned"] = sorted(crowded)
         return
     ctx.before_write()
-    stats["merged"] = {
-        table: fts_segments.merge_segments(
-            connection, table, ctx.options.fts_merge_pages, ctx.options.fts_merge_max_steps
-        ).to_stats()
-        for table in crowded
-    }
+    with ctx.progress.spinner("merging the search index segments"):
+        stats["merged"] = {
+            table: fts_segments.merge_segments(
+                connection, table, ctx.options.fts_merge_pages, ctx.options.fts_merge_max_steps
+            ).to_stats()
+            for table in crowded
+        }
 
 
 def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:
@@ -286,7 +287,8 @@ def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:
 
     try:
         after_rowid = None if full else link_state.high_water
-        found = orphans.count_orphans(connection, now, after_rowid)
+        with ctx.progress.spinner("counting orphan memories"):
+            found = orphans.count_orphans(connection, now, after_rowid)
         with ctx.progress.bar("linking orphan memories", total=min(found, options.max_rows)) as bar:
             totals = orphans.link_orphans(
                 orphans.LinkRun(
@@ -301,6 +303,10 @@ def _link(ctx: JobContext, connection, options: orphans.LinkOptions) -> None:
                     after_rowid=after_rowid,
                 )
             )
+            if totals.completed_round:
+                # Orphans an earlier row took as its match are no longer orphans when their turn
+                # comes and are skipped: a complete round has handled every orphan it counted.
+                bar.finish()
         if totals.completed_round:
             link_state.last_id = ""
             link_state.high_water = (
@@ -379,7 +385,8 @@ def run(ctx: JobContext) -> JobResult:
     connection = ctx.open_db()
     try:
         ctx.enter_stage("canonical-backstop")
-        _backstop(ctx, connection)
+        with ctx.progress.spinner("promoting canonical facts the trigger missed"):
+            _backstop(ctx, connection)
         if ctx.options.link:
             ctx.enter_stage("orphan-linking")
             _link(ctx, connection, options)

@@ -236,21 +236,27 @@ def _plan(
                 job not in request.disabled,
                 request.now,
             )
+        limit = script_timeout(paths.hermes_home, request.environ)
+        job_flags = {job: list(flags) for job, flags in request.job_flags.items()}
+        for job, manifest in request.manifests.items():
+            if manifest.timeout > limit:
+                # Hermes would kill the script mid-run; the job stops itself first instead, at a
+                # safe point, and its run is recorded as timed out.
+                cap = capped_timeout(limit)
+                job_flags.setdefault(job, []).extend(["--timeout", str(cap)])
+                warnings.append(
+                    f"{job}: its timeout ({manifest.timeout} s) is longer than Hermes' script "
+                    f"timeout ({limit} s): its Hermes script stops it after {cap} s; to give it "
+                    f"its full time, raise cron.script_timeout_seconds in "
+                    f"{paths.hermes_home / 'config.yaml'} and install again"
+                )
         texts = {
             job: render_script(
-                job, request.command, request.report_since, request.job_flags, request.environment
+                job, request.command, request.report_since, job_flags, request.environment
             )
             for job in request.manifests
         }
         scripts = _script_changes(paths, texts)
-        limit = script_timeout(paths.hermes_home, request.environ)
-        for job, manifest in request.manifests.items():
-            if manifest.timeout > limit:
-                warnings.append(
-                    f"{job}: its timeout ({manifest.timeout} s) is longer than Hermes' script "
-                    f"timeout ({limit} s): raise cron.script_timeout_seconds in "
-                    f"{paths.hermes_home / 'config.yaml'}, or Hermes may stop a long run"
-                )
     scripts += _stale_scripts(paths, set(wanted))
     entries, changes = _new_entries(document, wanted)
     if any(change.action != "unchanged" for change in changes):
@@ -264,6 +270,16 @@ def _plan(
         after = document.text
     plan = HermesPlan(paths, document.text, after, changes, scripts, warnings)
     return plan, stamp
+
+
+CAP_MARGIN_S = 300
+"""How long before Hermes' script timeout a capped job stops itself (its stop, its ledger row)."""
+
+
+def capped_timeout(limit: int) -> int:
+    """The timeout a job gets in a Hermes script whose runs Hermes stops after `limit` seconds:
+    `CAP_MARGIN_S` sooner (a tenth sooner for a limit under ten times the margin)."""
+    return max(1, limit - min(CAP_MARGIN_S, limit // 10))
 
 
 def _untouched_since_ours(document: JobsDocument, record: dict[str, Any]) -> bool:

@@ -21,6 +21,7 @@ from mnemo_ops.scheduling.hermes.entries import CONFIG_PAUSE_REASON
 from mnemo_ops.scheduling.hermes.install import installed_entries
 from mnemo_ops.scheduling.hermes.jobs_file import parse_jobs_text
 from mnemo_ops.scheduling.hermes.paths import HermesPaths, job_of_entry
+from mnemo_ops.scheduling.hermes.scripts import script_command
 from tests.conftest import run_cli
 from tests.scheduling.hermes.helpers import FOREIGN
 
@@ -346,6 +347,8 @@ def test_status_and_render(home):
         assert any("monthly-maintenance" in w for w in json.loads(installed.stdout)["warnings"])
     (paths.hermes_home / "config.yaml").write_text("cron:\n  script_timeout_seconds: 9000\n")
     assert json.loads(hermes(env, "--json", "hermes", "status").stdout)["warnings"] == []
+    # With room for its own timeout, the capped script is out of date until installed again.
+    assert hermes(env, "hermes", "install").returncode == 0
     status = json.loads(hermes(env, "--json", "hermes", "status").stdout)
     assert all(row["installed"] and row["up_to_date"] for row in status["jobs"])
     assert {row["deliver"] for row in status["jobs"]} == {"telegram:99"}
@@ -430,3 +433,33 @@ def test_the_report_job_delivers_the_report_only_when_something_needs_the_user(s
     assert run_cli(sample, "run", "nightly-selfcare").returncode in (0, 1)
     config_text = Path(paths.script_path("nightly-selfcare")).read_text()
     assert "--quiet-if-ok" in config_text and "--since 24h" in config_text
+
+
+def test_a_job_longer_than_hermes_script_timeout_is_capped_in_its_script_with_a_warning(home):
+    paths, env = home
+    manifests = {name: load_manifests()[name] for name in implemented()}
+    longer = sorted(name for name, manifest in manifests.items() if manifest.timeout > 3600)
+    assert longer == ["monthly-maintenance"]  # jobs/monthly-maintenance.yaml: 7200 s
+
+    installed = hermes(env, "--json", "hermes", "install")
+
+    assert installed.returncode == 0, installed.stderr
+    warnings = json.loads(installed.stdout)["warnings"]
+    assert any("monthly-maintenance" in w and "stops it after 3300 s" in w for w in warnings)
+    for name in manifests:
+        command = script_command(paths, name)
+        # Hermes stops a script after 3,600 s: the job stops itself 5 minutes before.
+        assert ("--timeout" in command) == (name in longer), command
+    assert script_command(paths, "monthly-maintenance")[-2:] == ["--timeout", "3300"]
+
+    (paths.hermes_home / "config.yaml").write_text("cron:\n  script_timeout_seconds: 9000\n")
+    assert hermes(env, "hermes", "install").returncode == 0
+    assert "--timeout" not in script_command(paths, "monthly-maintenance")
+
+
+def test_run_timeout_stops_the_job_and_records_it(sample):
+    ran = run_cli(sample, "--json", "run", "evening-batch", "--dry-run", "--timeout", "1")
+
+    assert ran.returncode == 1, ran.stderr
+    result = json.loads(ran.stdout)
+    assert result["status"] == "failed" and "timed out" in result["error"], result

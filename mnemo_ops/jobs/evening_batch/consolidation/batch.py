@@ -71,7 +71,9 @@ def _run(ctx: JobContext, steps: tuple[Step, ...], batch: BatchState) -> JobResu
         ctx.enter_stage(step.name)
         try:
             interrupts.check()
-            step.function(ctx, batch)
+            # Each step is one named row on a terminal, so no step passes in silence.
+            with ctx.progress.spinner(f"evening-batch: {step.name}"):
+                step.function(ctx, batch)
         except interrupts.Interrupted as interruption:
             outcome.update(status="interrupted", error=str(interruption))
             outcomes.append(outcome)
