@@ -16,6 +16,12 @@
   exactly the value before; ``applied`` as in ``sleep_archive``.
 - ``sleep_fact_holders``: the archive candidates forgetting kept because they are the only place
   a fact is held (the night it found so and the items), so later nights do not judge them again.
+- ``sleep_graduation``: each graduated row the graduation stage stores or reinforces (the owner,
+  the statement written, the row it became, the night), recorded before the write; ``applied`` as
+  in ``sleep_archive``, ``restored_at`` when ``graduation.restore`` closed it.
+- ``sleep_graduation_sources``: every user row the graduation stage judged (graduated, merged into
+  a graduated row, or passed over), with the record it went into: read once, and a source of a
+  graduated row is never archived by forgetting.
 - ``sleep_cursors``: where a stage that reads new rows once stopped (the working memory rowid).
 - ``sleep_edge_journal``: the weight each of our edges had and gets tonight, written before the edge
   is, so a run killed halfway never scales an edge twice.
@@ -41,6 +47,8 @@ EDGE_JOURNAL = "sleep_edge_journal"
 IMPORTANCE = "sleep_importance"
 CURSORS = "sleep_cursors"
 FACT_HOLDERS = "sleep_fact_holders"
+GRADUATION = "sleep_graduation"
+GRADUATION_SOURCES = "sleep_graduation_sources"
 
 FORGOTTEN = "forgotten"
 CONTRADICTED = "contradicted"
@@ -87,6 +95,14 @@ _DDL = (
         restore_note TEXT)""",
     f"CREATE INDEX IF NOT EXISTS {IMPORTANCE}_night ON {IMPORTANCE}(night, applied)",
     f"CREATE TABLE IF NOT EXISTS {CURSORS} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)",
+    f"""CREATE TABLE IF NOT EXISTS {GRADUATION} (
+        id INTEGER PRIMARY KEY, op TEXT NOT NULL, graduation_key TEXT NOT NULL, owner TEXT NOT NULL,
+        night TEXT NOT NULL, content TEXT, derived_from TEXT NOT NULL, said_on TEXT,
+        importance REAL, memory_id TEXT, recorded_at TEXT, applied INTEGER NOT NULL DEFAULT 0,
+        restored_at TEXT, restore_note TEXT)""",
+    f"CREATE INDEX IF NOT EXISTS {GRADUATION}_night ON {GRADUATION}(night, applied)",
+    f"""CREATE TABLE IF NOT EXISTS {GRADUATION_SOURCES} (
+        memory_key TEXT PRIMARY KEY, graduation_id INTEGER, night TEXT NOT NULL, outcome TEXT)""",
     f"""CREATE TABLE IF NOT EXISTS {FACT_HOLDERS} (
         memory_key TEXT PRIMARY KEY, night TEXT NOT NULL, items TEXT)""",
 )
