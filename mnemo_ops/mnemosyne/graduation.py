@@ -6,11 +6,16 @@ of the owner cross to every later conversation; this module writes them. The chi
 imports Mnemosyne) and, per action:
 
 - ``store``: ``Mnemosyne.remember(content, source="fact", scope="global", veracity="inferred",
-  metadata={"derived_from": [ids], "graduation": {...}})`` with the owner as the row's
-  ``author_id``; a retry finds the row it stored before by its graduation key, so a killed run
-  never stores twice;
-- ``reinforce``: adds the restating row's id to the graduated row's ``derived_from`` and counts
-  the confirmation (a short ``BEGIN IMMEDIATE`` transaction), only when it is not there yet.
+  metadata={"derived_from": [ids], "method", "graduation": {...}})`` with the owner as the row's
+  ``author_id`` and a ``mnemo:derives`` edge to each source; the row is looked up by its
+  graduation key first and before each retry after a lock error (``writes.write_once``), so a
+  killed run never stores twice;
+- ``reinforce``: adds the restating rows' ids to the graduated row's ``derived_from`` (and their
+  derives edges) and counts the confirmations, only for ids not there yet;
+- ``supersede``: closes a graduated row whose fact changed (``valid_until``, ``superseded_by`` the
+  newer graduated row, a ``mnemo:contradicts`` edge from it), only while it is still open.
+
+Each is a short ``BEGIN IMMEDIATE`` transaction; the slow work was done by the parent before.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ SESSION = "mnemo-ops-graduation"
 """The session the graduated rows are stored in (they are global: every session sees them)."""
 METADATA_KEY = "graduation"
 LINEAGE_KEY = "derived_from"
+DERIVES = "mnemo:derives"
+"""The lineage edge NREM's summaries use too (``jobs/evening_batch/sleep/edges.DERIVES``)."""
+CONTRADICTS = "mnemo:contradicts"
+"""Newer row -> the older one it closed (``edges.CONTRADICTS``)."""
 
 
 def write_graduated(

@@ -149,8 +149,8 @@ class SleepOptions(Section):
     importance_rows_per_run: NonNegativeInt = option(1000, "importances raised per run at most")
     graduate: bool = option(
         True,
-        "false: no statement of the owner is made global (docs/sleep-stages.md#graduation); only "
-        "in a home one person talks to",
+        "false: nothing the owner said is made a global row for every later conversation "
+        "(docs/sleep-stages.md, graduation)",
     )
     graduate_per_night: NonNegativeInt = option(
         20, "statements made global per night at most (restatements merged do not count)"
@@ -162,7 +162,7 @@ class SleepOptions(Section):
     graduate_shared_home: bool = option(
         False,
         "true: graduate in a home several people write to as well (only rows stamped with the "
-        "owner as author); false: a home with another author graduates nothing",
+        "owner as author); false: a home with another author or a group chat graduates nothing",
     )
     forgetting: bool = option(True, "false: nothing is archived")
     archive_after_days: NonNegativeNumber = option(

@@ -2,8 +2,8 @@
 
 The Hermes plugin's prefetch is session-scoped: a ``[USER] ...`` row reaches only the session it was
 written in; ``scope='global'`` rows and the owner's canonical facts are all that cross to a new
-conversation. This stage reads the owner's own statements across every session and writes, for each
-that states a specific fact, one global row through Mnemosyne's own API (``mnemosyne.graduation``,
+conversation. This stage reads the owner's own statements across every session and writes, for
+what states a specific fact, one global row through Mnemosyne's own API (``mnemosyne.graduation``,
 in a child process):
 
 - **what is read**: live working memories that are the user's own words: ``[USER] ...`` rows of
@@ -12,29 +12,49 @@ in a child process):
   once (``sleep_graduation_sources``).
 - **what graduates**: a statement of fact or taste (``importance.states_a_fact``: a number, a date
   word, a name, a first-person taste), never chatter (``facts.is_chatter``), most specific first.
-- **what is written** (extractive): the statement itself without the role prefix, its relative
-  dates resolved against the day it was said ("yesterday (2026-03-04)"), ending with the day it was
-  said; source ``fact``, scope ``global``, veracity ``inferred`` (so the canonical trigger does not
-  make it a canonical fact the plugin tokenises every turn), the owner as ``author_id``, importance
-  graded as the importance stage grades, metadata ``{"derived_from": [source ids], "graduation":
-  {"key", "owner", "night", "said_on", "confirmations"}}``: the lineage.
+- **how it is distilled**: with a model (``models.model``, through the model layer, task
+  ``graduation``): short standalone statements in the user's own words, each citing the rows it
+  comes from, with up to three words naming the kind of thing ("dog", "job") a later question may
+  use instead of the user's words. Without one (or for rows withheld from a remote model): the
+  statement itself without the role prefix (extractive). Either way relative dates are resolved
+  against the day the row was said ("yesterday (2026-03-04)") and the row ends with that day.
+- **faithful**: every content word, number and date of a distilled statement must be in its
+  source rows (a date may also be what a relative phrase of a source names, said that day); a
+  statement that fails is not written, is counted (``unfaithful``), and its rows graduate
+  extractively instead. The kind words are checked apart: common words only (no number, date or
+  name), so they can name a kind but never add a fact.
+- **what is written**: source ``fact``, scope ``global``, veracity ``inferred`` (so the canonical
+  trigger does not make it a canonical fact the plugin tokenises every turn), the owner as
+  ``author_id``, importance graded as the importance stage grades, metadata ``{"derived_from":
+  [source ids], "graduation": {"key", "owner", "night", "said_on", "confirmations", "method"}}``
+  and a ``mnemo:derives`` edge to each source: the lineage, as NREM's summaries name theirs.
 - **restatements merge**: a statement whose facts a graduated row already holds, or that holds
   every fact of one (``facts.survivor``), reinforces that row (its id added to ``derived_from``,
-  ``confirmations`` + 1) instead of writing another.
+  ``confirmations`` + 1, one more derives edge) instead of writing another.
+- **a changed fact supersedes**: when every source of a graduated row was superseded (the
+  reinforcement stage, or Mnemosyne, closed it for a newer statement), the row is closed
+  (``valid_until``) with ``superseded_by`` naming the graduated row of the newer statement (when it
+  has graduated); nothing is deleted, so the history stays.
 - **bounded**: at most ``sleep.graduate_per_night`` new rows a night and ``sleep.graduate_max_rows``
   live ones per owner: every global row is a candidate in every session's recall.
-- **boundaries**: a home with a row authored by someone other than the owner is a home several
-  people talk to, where a global row would reach all of them: nothing graduates there unless
-  ``sleep.graduate_shared_home`` is on, and then only rows stamped with the owner as author.
+- **boundaries**: a home several people talk to is one where a global row would reach all of
+  them. It is recognised by a user row authored by someone other than the owner, or by a session
+  of a group or channel chat (Hermes' gateway keys read ``...:group:<id>``, ``...:channel:<id>``).
+  Nothing graduates there unless ``sleep.graduate_shared_home`` is on, and then only rows stamped
+  with the owner as author. A Hermes profile with its own home (or its own bank, the plugin's
+  ``profile_isolation``) has its own database: the stage reads and writes that one only.
 
 Each write is recorded in state.db (``sleep_graduation``) before it is made; a run killed between
 the two leaves planned entries that the next run writes first (the child finds a row it stored
-before by its key). A source of a graduated row is never archived by forgetting. `restore` closes
-graduated rows (``valid_until``), where they are still ours.
+before by its key). The slow work (reading, distilling, the model) happens before the child opens
+its write transactions, each of which is one short write. A source of a graduated row is never
+archived by forgetting. ``restore`` closes graduated rows (``valid_until``), where they are still
+ours.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -49,10 +69,22 @@ from mnemo_ops.jobs.evening_batch.sleep import importance, store
 from mnemo_ops.jobs.evening_batch.sleep.context import SleepRun
 from mnemo_ops.mnemosyne import graduation as writer
 from mnemo_ops.mnemosyne import versions
+from mnemo_ops.models import EXTRACTIVE, Evidence, MalformedAnswer, Request, is_private_row
 
-STORE, REINFORCE = "store", "reinforce"
+STORE, REINFORCE, SUPERSEDE = "store", "reinforce", "supersede"
 GRADUATED, MERGED, PASSED = "graduated", "merged", "passed"
 SHARED_HOME = "shared-home"
+TASK = "graduation"
+MODEL_ROWS = 40
+"""Rows sent to the model in one request."""
+KIND_WORDS = 3
+"""Kind words a model may add to one statement."""
+STATEMENT_CHARS = 400
+"""A distilled statement longer than this is not a short statement: the answer is refused."""
+FRAMING_WORDS = frozenset({"user", "said"})
+"""Words a statement may hold that its sources need not: how it names who said it and when."""
+GROUP_SESSION = re.compile(r":(?:group|supergroup|channel|thread)(?::|$)", re.IGNORECASE)
+"""A session key of a chat several people write in (Hermes' gateway keys)."""
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
@@ -62,6 +94,19 @@ _RELATIVE = re.compile(
     r"|(\d+|a|an|one|two|three|four|five|six) (day|week|month)s? ago)\b",
     re.IGNORECASE,
 )
+_KIND = re.compile(r"^[a-z][a-z -]{1,40}$")
+
+
+@dataclasses.dataclass
+class Draft:
+    """One statement that may graduate: its text (relative dates resolved), the rows it comes
+    from, the day it was said, the kind words, and what made it (``extractive`` or a model id)."""
+
+    statement: str
+    sources: list[str]
+    said_on: date | None
+    kinds: tuple[str, ...] = ()
+    method: str = EXTRACTIVE
 
 
 def _said_on(stamp: str | None) -> date | None:
@@ -74,7 +119,7 @@ def _said_on(stamp: str | None) -> date | None:
         return None
 
 
-def _resolved(match: re.Match, day: date) -> str | None:
+def _resolved(match: re.Match, day: date) -> str:
     """The date a relative phrase names, said on `day` (a day, or a week's / month's start)."""
     single, which, unit, count, count_unit = match.groups()
     if single:
@@ -107,13 +152,71 @@ def _resolved(match: re.Match, day: date) -> str | None:
     return moment.isoformat() if count_unit.lower() != "month" else moment.strftime("%Y-%m")
 
 
+def resolved_dates(content: str, day: date | None) -> set[str]:
+    """The dates the relative phrases of `content` name, said on `day` (as the words they read)."""
+    if day is None:
+        return set()
+    return {
+        word
+        for match in _RELATIVE.finditer(facts.body(content))
+        for word in facts.words(_resolved(match, day))
+    }
+
+
 def distilled(content: str, day: date | None) -> str:
-    """The statement as it graduates: no role prefix, relative dates resolved, the day it was said."""
+    """The statement as it graduates extractively: no role prefix, relative dates resolved."""
     text = " ".join(facts.body(content).split())
     if day is None:
         return text
-    text = _RELATIVE.sub(lambda match: f"{match.group(0)} ({_resolved(match, day)})", text)
-    return f"{text.rstrip()} (said on {day.isoformat()})"
+    return _RELATIVE.sub(lambda match: f"{match.group(0)} ({_resolved(match, day)})", text)
+
+
+def composed(draft: Draft) -> str:
+    """The graduated row's text: the statement, the day it was said, and the kind words."""
+    notes = []
+    if draft.said_on is not None:
+        notes.append(f"said on {draft.said_on.isoformat()}")
+    if draft.kinds:
+        notes.append("about: " + ", ".join(draft.kinds))
+    text = draft.statement.rstrip()
+    return f"{text} ({'; '.join(notes)})" if notes else text
+
+
+def _plain(word: str) -> str:
+    """A word without a possessive ending ("caroline's" -> "caroline")."""
+    return word[:-2] if word.endswith(("'s", "’s")) else word
+
+
+def unsupported(statement: str, sources: list[tuple[str, date | None]]) -> set[str]:
+    """The content words, numbers and dates of `statement` that none of its `sources` (text, day
+    said) holds; a date also counts as held when a relative phrase of a source said that day names
+    it, or it is that day. Empty: the statement is faithful to its sources."""
+    held: set[str] = set(FRAMING_WORDS)
+    for text, day in sources:
+        held |= {_plain(word) for word in facts.words(text)}
+        held |= resolved_dates(text, day)
+        if day is not None:
+            held.add(day.isoformat())
+    wanted = {_plain(word) for word in facts.content_words(statement)}
+    wanted |= {item.partition(":")[2] for item in facts.fact_items(statement)}
+    return {word for word in wanted if word and word not in held}
+
+
+def kind_words(kinds: Any) -> tuple[str, ...]:
+    """The usable kind words of a model's answer: lower-case common words (no number, no date, no
+    capitalised word, which may be a name), at most `KIND_WORDS`, so they can name a kind but never
+    add a fact."""
+    usable: list[str] = []
+    for kind in kinds if isinstance(kinds, list) else []:
+        text = " ".join(str(kind).split())
+        if (
+            _KIND.match(text)  # lower case: a capitalised word is a name, a name is a fact
+            and len(text.split()) <= 3
+            and not any(word in facts.DATE_WORDS for word in facts.words(text))
+            and text not in usable
+        ):
+            usable.append(text)
+    return tuple(usable[:KIND_WORDS])
 
 
 def graduation_key(owner: str, text: str) -> str:
@@ -130,29 +233,43 @@ def _is_users_statement(content: str | None, source: str | None, veracity: str |
     return source in ("user", "fact") and veracity == "stated"
 
 
-def _other_authors(connection: apsw.Connection, owner: str) -> int:
-    """How many user rows are authored by someone other than the owner."""
-    return connection.execute(
+_USER_ROWS = (
+    "((source = 'conversation' AND substr(content, 1, 7) = '[USER] ') "
+    "OR (source IN ('user', 'fact') AND veracity = 'stated'))"
+)
+
+
+def shared_home(connection: apsw.Connection, owner: str) -> str | None:
+    """Why the home is one several people talk to (None: one person): another author's row, or a
+    session of a group or channel chat."""
+    other = connection.execute(
         "SELECT count(*) FROM working_memory WHERE author_id IS NOT NULL AND author_id != '' "
-        "AND author_id != ? AND ((source = 'conversation' AND content LIKE '[USER] %') "
-        "OR source IN ('user', 'fact'))",
+        f"AND author_id != ? AND {_USER_ROWS}",
         (owner,),
     ).fetchone()[0]
+    if other:
+        return "another-author"
+    for (session,) in connection.execute(
+        f"SELECT DISTINCT session_id FROM working_memory WHERE {_USER_ROWS}"
+    ):
+        if session and GROUP_SESSION.search(str(session)):
+            return "group-chat"
+    return None
 
 
 def candidates(run: SleepRun, state_db, connection: apsw.Connection) -> tuple[list[dict], int]:
-    """The owner's statements not judged yet, most specific first, then oldest (a restatement merges into what was said first): (rows, rows read)."""
+    """The owner's statements not judged yet, most specific first, then oldest: (rows, rows read)."""
     judged = {
         row[0]
         for row in state_db.conn.execute(f"SELECT memory_key FROM {store.GRADUATION_SOURCES}")
     }
     shared = run.options.graduate_shared_home
     found, read = [], 0
-    for memory_id, content, source, veracity, stamp, author in connection.execute(
-        "SELECT id, content, source, veracity, timestamp, author_id FROM working_memory "
-        "WHERE (valid_until IS NULL OR valid_until = '') "
-        "AND (superseded_by IS NULL OR superseded_by = '') AND coalesce(scope, 'session') != 'global' "
-        "AND (source = 'conversation' OR source IN ('user', 'fact')) ORDER BY rowid"
+    for memory_id, content, source, veracity, stamp, author, scope, metadata in connection.execute(
+        "SELECT id, content, source, veracity, timestamp, author_id, scope, metadata_json "
+        "FROM working_memory WHERE (valid_until IS NULL OR valid_until = '') "
+        "AND (superseded_by IS NULL OR superseded_by = '') "
+        f"AND coalesce(scope, 'session') != 'global' AND {_USER_ROWS} ORDER BY rowid"
     ):
         read += 1
         key = store.key_of(store.WORKING, memory_id)
@@ -165,35 +282,50 @@ def candidates(run: SleepRun, state_db, connection: apsw.Connection) -> tuple[li
                 "memory_id": memory_id,
                 "key": key,
                 "content": content,
-                "states_a_fact": importance.states_a_fact(content),
+                "states_a_fact": importance.states_a_fact(content)
+                and not facts.is_chatter(content),
                 "said_on": _said_on(stamp),
                 "stamp": stamp or "",
+                "private": is_private_row(scope, _metadata(metadata)),
             }
         )
-    found.sort(key=lambda row: (-facts.specificity(row["content"]), row["stamp"]), reverse=False)
+    found.sort(key=lambda row: (-facts.specificity(row["content"]), row["stamp"]))
     return found, read
 
 
-def _live_graduated(
-    state_db, connection: apsw.Connection, owner: str
-) -> list[tuple[int, str, str]]:
-    """(record id, memory id, content) of the owner's graduated rows still live."""
-    records = list(
-        store.rows(
-            state_db,
-            f"SELECT id, memory_id FROM {store.GRADUATION} WHERE op = ? AND owner = ? "
-            "AND applied = ? AND restored_at IS NULL AND memory_id IS NOT NULL ORDER BY id",
-            (STORE, owner, store.APPLIED),
-        )
-    )
+def _metadata(text: Any) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else {}
+    except (TypeError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _live_graduated(state_db, connection: apsw.Connection, owner: str) -> list[dict[str, Any]]:
+    """The owner's graduated rows still live: record id, memory id, content, sources."""
     live = []
-    for record in records:
+    for record in store.rows(
+        state_db,
+        f"SELECT id, memory_id FROM {store.GRADUATION} WHERE op = ? AND owner = ? "
+        "AND applied = ? AND restored_at IS NULL AND memory_id IS NOT NULL ORDER BY id",
+        (STORE, owner, store.APPLIED),
+    ):
         row = connection.execute(
-            "SELECT content FROM working_memory WHERE id = ? AND (valid_until IS NULL OR valid_until = '')",
+            "SELECT content, metadata_json FROM working_memory WHERE id = ? "
+            "AND (valid_until IS NULL OR valid_until = '') "
+            "AND (superseded_by IS NULL OR superseded_by = '')",
             (record["memory_id"],),
         ).fetchone()
         if row is not None:
-            live.append((record["id"], record["memory_id"], row[0]))
+            sources = _metadata(row[1]).get(writer.LINEAGE_KEY) or []
+            live.append(
+                {
+                    "record": record["id"],
+                    "memory_id": record["memory_id"],
+                    "content": row[0],
+                    "sources": [str(source) for source in sources],
+                }
+            )
     return live
 
 
@@ -207,86 +339,289 @@ def _merge_target(text: str, graduated: list[tuple[Any, str]]) -> Any:
     return None
 
 
-def plan(run: SleepRun, state_db, connection: apsw.Connection) -> dict[str, Any]:
-    """Record tonight's graduations and merges (state.db) before anything is written."""
+def _extractive(row: dict[str, Any]) -> Draft:
+    return Draft(distilled(row["content"], row["said_on"]), [row["memory_id"]], row["said_on"])
+
+
+def model_request(rows: list[dict[str, Any]]) -> Request:
+    """The model's question for `rows` (the owner's statements): standalone statements in the
+    user's own words, each citing its rows, with kind words."""
+
+    def validate(parsed: Any, sent: frozenset[str]) -> list[dict[str, Any]]:
+        statements = parsed.get("statements") if isinstance(parsed, dict) else None
+        if not isinstance(statements, list):
+            raise MalformedAnswer('expected {"statements": [...]}')
+        usable = []
+        for entry in statements:
+            if not isinstance(entry, dict):
+                raise MalformedAnswer("a statement is not an object")
+            refs = [ref for ref in entry.get("refs") or [] if ref in sent]
+            text = entry.get("text")
+            if not refs or not isinstance(text, str) or not text.strip():
+                raise MalformedAnswer("a statement needs its text and the refs it comes from")
+            if len(text) > STATEMENT_CHARS:
+                raise MalformedAnswer("a statement is too long")
+            usable.append(
+                {"refs": refs, "text": " ".join(text.split()), "kinds": entry.get("kinds")}
+            )
+        return usable
+
+    return Request(
+        task=TASK,
+        system=(
+            "You turn what a person told their assistant into short standalone statements of fact "
+            "that the assistant will remember in every later conversation."
+        ),
+        instructions=(
+            "Each evidence line is something the user said, with the day it was said. For each "
+            "line that states a lasting fact about the user or their world (a person, a pet, a "
+            "place, a plan, an event and its date, a preference and its reason), write one "
+            "statement with only the user's own words (first person as they said it), every "
+            "name, number and date kept, and a relative date ('yesterday', 'last Friday') "
+            "replaced by the date it names (YYYY-MM-DD). Several lines saying one thing make one "
+            "statement citing all of them. Leave out chatter and what is not a fact. Add up to "
+            "three common words naming the kind of thing (a pet's species, 'job', 'city') that a "
+            'later question may use. Answer JSON: {"statements": [{"refs": ["m:<id>", ...], '
+            '"text": "...", "kinds": ["dog"]}]}'
+        ),
+        evidence=[
+            Evidence(
+                ref=f"m:{row['memory_id']}",
+                text=(
+                    f"(said on {row['said_on'].isoformat() if row['said_on'] else 'unknown'}) "
+                    + " ".join(facts.body(row["content"]).split())
+                ),
+                private=row["private"],
+            )
+            for row in rows
+        ],
+        validate=validate,
+    )
+
+
+def _drafts(
+    rows: list[dict[str, Any]], layer, totals: dict[str, Any]
+) -> tuple[list[Draft], set[str], set[str]]:
+    """Tonight's drafts for the fact-stating `rows`, the ids the model passed over (judged: not a
+    fact), and the ids left for a later night (the model failed or is over its budget)."""
+    if layer is None or not layer.use_model:
+        return [_extractive(row) for row in rows], set(), set()
+    by_id = {row["memory_id"]: row for row in rows}
+    drafts: list[Draft] = []
+    passed: set[str] = set()
+    later: set[str] = set()
+    for start in range(0, len(rows), MODEL_ROWS):
+        chunk = rows[start : start + MODEL_ROWS]
+        answer = layer.ask(model_request(chunk))
+        withheld = {ref[2:] for ref in answer.withheld}
+        if not answer.ok:
+            if answer.reason in ("failed", "malformed", "budget"):
+                later |= {row["memory_id"] for row in chunk}
+                totals["deferred"] += len(chunk)
+                continue
+            if answer.reason == "dry-run":
+                totals["would_send_to_model"] += len(chunk) - len(withheld)
+            drafts.extend(_extractive(row) for row in chunk)
+            continue
+        cited: set[str] = set()
+        for entry in answer.value:
+            sources = [ref[2:] for ref in entry["refs"] if ref[2:] in by_id]
+            source_rows = [by_id[memory_id] for memory_id in sources]
+            if not source_rows:
+                continue
+            cited.update(sources)
+            missing = unsupported(
+                entry["text"], [(row["content"], row["said_on"]) for row in source_rows]
+            )
+            if missing:
+                totals["unfaithful"] += 1
+                totals["unfaithful_words"].extend(sorted(missing)[:5])
+                drafts.extend(_extractive(row) for row in source_rows)
+                continue
+            days = [row["said_on"] for row in source_rows if row["said_on"] is not None]
+            drafts.append(
+                Draft(
+                    entry["text"],
+                    sources,
+                    max(days) if days else None,
+                    kind_words(entry.get("kinds")),
+                    answer.method,
+                )
+            )
+        for row in chunk:
+            memory_id = row["memory_id"]
+            if memory_id in withheld:
+                drafts.append(_extractive(row))
+            elif memory_id not in cited:
+                passed.add(memory_id)
+    return drafts, passed, later
+
+
+def _checked(drafts: list[Draft], rows: dict[str, dict[str, Any]], totals) -> list[Draft]:
+    """The drafts that are faithful to their sources (every one is checked, extractive ones too)."""
+    kept = []
+    for draft in drafts:
+        sources = [(rows[i]["content"], rows[i]["said_on"]) for i in draft.sources]
+        if draft.method == EXTRACTIVE and unsupported(draft.statement, sources):
+            totals["unfaithful"] += 1
+            continue
+        kept.append(draft)
+    return kept
+
+
+def _graduated_as(state_db, memory_id: str) -> str | None:
+    """The memory id of the graduated row a source went into, when it graduated or merged."""
+    row = state_db.conn.execute(
+        f"SELECT g.memory_id FROM {store.GRADUATION_SOURCES} s JOIN {store.GRADUATION} g "
+        "ON g.id = s.graduation_id WHERE s.memory_key = ? AND g.memory_id IS NOT NULL "
+        "AND g.restored_at IS NULL",
+        (store.key_of(store.WORKING, memory_id),),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _changed(connection: apsw.Connection, live: list[dict[str, Any]]) -> list[tuple[dict, list]]:
+    """The live graduated rows whose every source was superseded, with the newer statements."""
+    changed = []
+    for entry in live:
+        if not entry["sources"]:
+            continue
+        states = connection.execute(
+            "SELECT id, valid_until, superseded_by FROM working_memory WHERE id IN "
+            f"({','.join('?' * len(entry['sources']))})",
+            entry["sources"],
+        ).fetchall()
+        closed = [row for row in states if row[1] and row[1] != ""]
+        newer = [row[2] for row in states if row[2]]
+        if states and len(closed) == len(states) == len(entry["sources"]) and newer:
+            changed.append((entry, newer))
+    return changed
+
+
+def plan(run: SleepRun, state_db, connection: apsw.Connection, layer=None) -> dict[str, Any]:
+    """Record tonight's graduations, merges and supersessions (state.db) before anything is
+    written."""
     options, owner = run.options, run.owner
-    if not options.graduate_shared_home and _other_authors(connection, owner):
-        return {"planned": 0, "merged": 0, "skipped": SHARED_HOME, "rows_read": 0}
-    rows, read = candidates(run, state_db, connection)
+    totals: dict[str, Any] = {
+        "planned": 0,
+        "merged": 0,
+        "superseded": 0,
+        "rows_read": 0,
+        "passed": 0,
+        "unfaithful": 0,
+        "unfaithful_words": [],
+        "deferred": 0,
+        "would_send_to_model": 0,
+        "methods": {},
+    }
+    shared = shared_home(connection, owner)
+    if shared and not options.graduate_shared_home:
+        return {**totals, "skipped": SHARED_HOME, "why": shared}
+    rows, totals["rows_read"] = candidates(run, state_db, connection)
     live = _live_graduated(state_db, connection, owner)
+    totals["live_before"] = len(live)
     room = max(0, min(options.graduate_per_night, options.graduate_max_rows - len(live)))
+    by_id = {row["memory_id"]: row for row in rows}
+    judged: list[tuple[str, str, Any]] = [
+        (row["key"], PASSED, None) for row in rows if not row["states_a_fact"]
+    ]
+    stating = [row for row in rows if row["states_a_fact"]]
+    drafts, passed, _later = _drafts(stating, layer, totals)
+    judged += [(by_id[memory_id]["key"], PASSED, None) for memory_id in sorted(passed)]
+    drafts = _checked(drafts, by_id, totals)
     # Merge targets: the live graduated rows (by memory id) and tonight's new ones (by position).
     targets: list[tuple[Any, str]] = [
-        (("row", memory_id), content) for _, memory_id, content in live
+        (("row", entry["memory_id"]), entry["content"]) for entry in live
     ]
-    new: list[dict[str, Any]] = []
+    new: list[tuple[Draft, str]] = []
     merges: dict[Any, list[str]] = {}
-    judged: list[tuple[str, str, Any]] = []
-    for row in rows:
-        if not row["states_a_fact"] or facts.is_chatter(row["content"]):
-            judged.append((row["key"], PASSED, None))
-            continue
-        text = distilled(row["content"], row["said_on"])
-        target = _merge_target(facts.body(row["content"]), targets)
+    for draft in drafts:
+        target = _merge_target(draft.statement, targets)
         if target is not None:
-            merges.setdefault(target, []).append(row["memory_id"])
-            judged.append((row["key"], MERGED, target))
+            merges.setdefault(target, []).extend(draft.sources)
+            judged += [(by_id[i]["key"], MERGED, target) for i in draft.sources]
             continue
         if len(new) >= room:
             continue  # not judged: a later night, with room, takes it
         handle = ("new", len(new))
-        new.append(
-            {
-                "op": STORE,
-                "key": graduation_key(owner, text),
-                "content": text,
-                "derived_from": [row["memory_id"]],
-                "said_on": row["said_on"].isoformat() if row["said_on"] else None,
-                "importance": importance.graded(options.importance_raise_to, row["content"], 0),
-            }
-        )
-        targets.append((handle, facts.body(row["content"])))
-        judged.append((row["key"], GRADUATED, handle))
+        new.append((draft, graduation_key(owner, draft.statement)))
+        targets.append((handle, composed(draft)))  # as the live rows read: "said on" too
+        judged += [(by_id[i]["key"], GRADUATED, handle) for i in draft.sources]
+    supersessions = []
+    for entry, newer in _changed(connection, live):
+        replaced_by, key = None, None
+        for memory_id in newer:
+            position = next(
+                (n for n, (draft, _) in enumerate(new) if memory_id in draft.sources), None
+            )
+            if position is not None:
+                key = new[position][1]
+                break
+            replaced_by = replaced_by or _graduated_as(state_db, memory_id)
+        supersessions.append((entry, key, replaced_by))
     now = isoformat(utc_now())
     ids: dict[Any, int] = {}
     with state_db.conn:
-        for position, entry in enumerate(new):
-            entry["derived_from"] += merges.pop(("new", position), [])
+        for position, (draft, key) in enumerate(new):
+            draft.sources = list(dict.fromkeys(draft.sources + merges.pop(("new", position), [])))
             cursor = state_db.conn.execute(
                 f"INSERT INTO {store.GRADUATION} (op, graduation_key, owner, night, content, "
-                "derived_from, said_on, importance, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "derived_from, said_on, importance, method, recorded_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     STORE,
-                    entry["key"],
+                    key,
                     owner,
                     run.night.key,
-                    entry["content"],
-                    json.dumps(entry["derived_from"]),
-                    entry["said_on"],
-                    entry["importance"],
+                    composed(draft),
+                    json.dumps(draft.sources),
+                    draft.said_on.isoformat() if draft.said_on else None,
+                    max(
+                        importance.graded(options.importance_raise_to, by_id[i]["content"], 0)
+                        for i in draft.sources
+                    ),
+                    draft.method,
                     now,
                 ),
             )
             ids[("new", position)] = cursor.lastrowid
+            totals["methods"][draft.method] = totals["methods"].get(draft.method, 0) + 1
         for target, sources in merges.items():
             _, memory_id = target
-            cursor = state_db.conn.execute(
+            state_db.conn.execute(
                 f"INSERT INTO {store.GRADUATION} (op, graduation_key, owner, night, derived_from, "
                 "memory_id, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (REINFORCE, memory_id, owner, run.night.key, json.dumps(sources), memory_id, now),
             )
-            ids[target] = next(rid for rid, mid, _ in live if mid == memory_id)
+            ids[target] = next(e["record"] for e in live if e["memory_id"] == memory_id)
+        for entry, key, replaced_by in supersessions:
+            state_db.conn.execute(
+                f"INSERT INTO {store.GRADUATION} (op, graduation_key, owner, night, derived_from, "
+                "memory_id, replaced_by, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    SUPERSEDE,
+                    key or entry["memory_id"],
+                    owner,
+                    run.night.key,
+                    json.dumps(entry["sources"]),
+                    entry["memory_id"],
+                    replaced_by,
+                    now,
+                ),
+            )
         state_db.conn.executemany(
             f"INSERT OR IGNORE INTO {store.GRADUATION_SOURCES} (memory_key, graduation_id, night, "
             "outcome) VALUES (?, ?, ?, ?)",
             [(key, ids.get(target), run.night.key, outcome) for key, outcome, target in judged],
         )
-    return {
-        "planned": len(new),
-        "merged": sum(len(sources) for sources in merges.values()),
-        "rows_read": read,
-        "live_before": len(live),
-    }
+    totals.update(
+        planned=len(new),
+        merged=sum(1 for _, outcome, _ in judged if outcome == MERGED),
+        superseded=len(supersessions),
+        passed=sum(1 for _, outcome, _ in judged if outcome == PASSED),
+        unfaithful_words=totals["unfaithful_words"][:10],
+    )
+    return totals
 
 
 def write_planned(run: SleepRun, state_db) -> dict[str, int]:
@@ -298,8 +633,9 @@ def write_planned(run: SleepRun, state_db) -> dict[str, int]:
             (store.PLANNED,),
         )
     )
+    done = {"stored": 0, "reinforced": 0, "superseded": 0, "given_up": 0}
     if not planned:
-        return {"stored": 0, "reinforced": 0, "given_up": 0}
+        return done
     actions = []
     for entry in planned:
         action = {"op": entry["op"], "derived_from": json.loads(entry["derived_from"])}
@@ -310,6 +646,13 @@ def write_planned(run: SleepRun, state_db) -> dict[str, int]:
                 night=entry["night"],
                 said_on=entry["said_on"],
                 importance=entry["importance"],
+                method=entry["method"] or EXTRACTIVE,
+            )
+        elif entry["op"] == SUPERSEDE:
+            action.update(
+                memory_id=entry["memory_id"],
+                key=entry["graduation_key"],
+                replaced_by=entry["replaced_by"],
             )
         else:
             action["memory_id"] = entry["memory_id"]
@@ -322,45 +665,46 @@ def write_planned(run: SleepRun, state_db) -> dict[str, int]:
         actions,
         home=run.private_home,
     )
-    stored = reinforced = given_up = 0
     with state_db.conn:
         for entry, outcome in zip(planned, outcomes):
             memory_id = outcome.get("memory_id")
-            applied = store.APPLIED if memory_id else store.ABANDONED
             if entry["op"] == STORE:
-                stored += bool(memory_id) and not outcome.get("existed")
+                done["stored"] += bool(memory_id) and not outcome.get("existed")
+            elif entry["op"] == REINFORCE:
+                done["reinforced"] += int(outcome.get("added") or 0)
             else:
-                reinforced += int(outcome.get("added") or 0)
-            given_up += not memory_id
+                done["superseded"] += bool(outcome.get("closed"))
+            done["given_up"] += not memory_id
             state_db.conn.execute(
-                f"UPDATE {store.GRADUATION} SET applied = ?, memory_id = ? WHERE id = ?",
-                (applied, memory_id, entry["id"]),
+                f"UPDATE {store.GRADUATION} SET applied = ?, memory_id = ?, "
+                "replaced_by = coalesce(?, replaced_by) WHERE id = ?",
+                (
+                    store.APPLIED if memory_id else store.ABANDONED,
+                    memory_id,
+                    outcome.get("replaced_by"),
+                    entry["id"],
+                ),
             )
-    return {"stored": stored, "reinforced": reinforced, "given_up": given_up}
+    return done
 
 
-def graduate(run: SleepRun) -> dict[str, Any]:
-    """Plan and write tonight's graduations (module docstring); the stage's stats."""
+def graduate(run: SleepRun, layer=None) -> dict[str, Any]:
+    """Plan and write tonight's graduations (module docstring); the stage's stats. `layer`: the
+    run's model layer (None: extractive)."""
     state_db = run.open_state()
     try:
         leftover = write_planned(run, state_db)
         connection = run.open_memory(readonly=True)
         try:
-            planned = plan(run, state_db, connection)
+            planned = plan(run, state_db, connection, layer)
         finally:
             connection.close()
         written = write_planned(run, state_db)
     finally:
         state_db.close()
-    stored = leftover["stored"] + written["stored"]
-    run.count("statements_graduated", stored)
-    return {
-        **planned,
-        "stored": stored,
-        "reinforced": leftover["reinforced"] + written["reinforced"],
-        "given_up": leftover["given_up"] + written["given_up"],
-        "owner": run.owner,
-    }
+    done = {name: leftover[name] + written[name] for name in leftover}
+    run.count("statements_graduated", done["stored"])
+    return {**planned, **done, "owner": run.owner}
 
 
 def recorded(state_db, night: str | None = None) -> list[dict[str, Any]]:

@@ -4,8 +4,8 @@
    linked, proven contradictions closed (``reinforcement``);
 2. ``importance``: the user's own statements raised past the Hermes plugin's importance cut
    (``importance``);
-2b. ``graduation``: the owner's statements of fact made global rows every later conversation
-   receives (``graduation``);
+   (then ``graduation``, in ``dream_steps`` since it may ask the model: the owner's statements
+   made global rows every later conversation receives);
 3. ``prominence``: prominence, utility and band of every memory (``decay``);
 4. ``forgetting``: tonight's archive candidates stamped ``valid_until`` (``forgetting``);
 5. ``edges``: our edges strengthened and downscaled (``edges``).
@@ -31,7 +31,6 @@ from mnemo_ops.jobs.evening_batch.sleep import (
     decay,
     edges,
     forgetting,
-    graduation,
     importance,
     observe,
     reinforcement,
@@ -163,18 +162,6 @@ def importance_step(ctx: JobContext, batch: BatchState) -> None:
         "importance_raised",
         lambda options: options.importance,
         importance.raise_importance,
-    )
-
-
-def graduation_step(ctx: JobContext, batch: BatchState) -> None:
-    """Make the owner's statements of fact global rows every later conversation receives."""
-    _stage_with_switch(
-        ctx,
-        batch,
-        "graduation",
-        "statements_graduated",
-        lambda options: options.graduate,
-        graduation.graduate,
     )
 
 

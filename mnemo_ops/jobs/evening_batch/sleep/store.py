@@ -16,9 +16,10 @@
   exactly the value before; ``applied`` as in ``sleep_archive``.
 - ``sleep_fact_holders``: the archive candidates forgetting kept because they are the only place
   a fact is held (the night it found so and the items), so later nights do not judge them again.
-- ``sleep_graduation``: each graduated row the graduation stage stores or reinforces (the owner,
-  the statement written, the row it became, the night), recorded before the write; ``applied`` as
-  in ``sleep_archive``, ``restored_at`` when ``graduation.restore`` closed it.
+- ``sleep_graduation``: each write of the graduation stage, recorded before it is made: a row
+  stored (the owner, the statement, its sources, the method, the row it became), a row reinforced
+  by a restatement, a row superseded by a changed fact; ``applied`` as in ``sleep_archive``,
+  ``restored_at`` when ``graduation.restore`` closed it.
 - ``sleep_graduation_sources``: every user row the graduation stage judged (graduated, merged into
   a graduated row, or passed over), with the record it went into: read once, and a source of a
   graduated row is never archived by forgetting.
@@ -98,7 +99,8 @@ _DDL = (
     f"""CREATE TABLE IF NOT EXISTS {GRADUATION} (
         id INTEGER PRIMARY KEY, op TEXT NOT NULL, graduation_key TEXT NOT NULL, owner TEXT NOT NULL,
         night TEXT NOT NULL, content TEXT, derived_from TEXT NOT NULL, said_on TEXT,
-        importance REAL, memory_id TEXT, recorded_at TEXT, applied INTEGER NOT NULL DEFAULT 0,
+        importance REAL, method TEXT, memory_id TEXT, replaced_by TEXT, recorded_at TEXT,
+        applied INTEGER NOT NULL DEFAULT 0,
         restored_at TEXT, restore_note TEXT)""",
     f"CREATE INDEX IF NOT EXISTS {GRADUATION}_night ON {GRADUATION}(night, applied)",
     f"""CREATE TABLE IF NOT EXISTS {GRADUATION_SOURCES} (

@@ -1,0 +1,402 @@
+"""The graduation stage: the owner's statements across every session become owner-stamped global
+rows (lineage, resolved dates, restatements merged, a changed fact superseded), bounded, faithful,
+recorded first and finished after a kill, only in a home one person talks to; with a model through
+the llm layer and without one."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pytest
+
+from mnemo_ops import jobs
+from mnemo_ops.core import runner, state
+from mnemo_ops.jobs.evening_batch.consolidation.batch import Step, run_steps
+from mnemo_ops.jobs.evening_batch.sleep import dream_steps, graduation, steps, store
+from mnemo_ops.mnemosyne import graduation as writer
+from tests.jobs.evening_batch.sleep.conftest import query, settings_for
+from tests.jobs.evening_batch.sleep.homes import build
+from tests.models.plugin import calls, registered_test_models
+
+__all__ = ["registered_test_models"]  # the fixture, used by name below
+
+STAGES = (
+    Step("reinforcement", steps.reinforcement_step),
+    Step("importance", steps.importance_step),
+    Step("graduation", dream_steps.graduation_step),
+)
+DOG = "[USER] We adopted a greyhound named Biscuit yesterday, he is three years old."
+DOG_AGAIN = "[USER] Like I said, we adopted a greyhound named Biscuit, he is three years old."
+JOB = "[USER] I started a new job at Halden Bridges last Monday as a structural engineer."
+TRIP = "[USER] My sister Hanna is flying to Lisbon on 14 March for her friend's wedding."
+CHATTER = "[USER] haha ok sounds good, thanks a lot"
+ASSISTANT = "[ASSISTANT] That sounds lovely, Biscuit is a great name for a greyhound."
+
+
+def _memory(key, content, session, days_ago, **extra):
+    return {
+        "key": key,
+        "content": content,
+        "session": session,
+        "source": "conversation",
+        "days_ago": days_ago,
+        **extra,
+    }
+
+
+def _spec(*memories):
+    return {"memories": list(memories)}
+
+
+PLUGIN_HOME = _spec(
+    _memory("dog", DOG, "hermes_20261101_cli", 6),
+    _memory("chatter", CHATTER, "hermes_20261101_cli", 6),
+    _memory("assistant", ASSISTANT, "hermes_20261101_cli", 6, importance=0.15),
+    _memory("job", JOB, "hermes_20261102_cli", 5),
+    _memory("dog-again", DOG_AGAIN, "hermes_20261103_cli", 4),
+    _memory("trip", TRIP, "hermes_telegram-1", 3),
+    {
+        "key": "stated",
+        "content": "Dana keeps the spare house key with the neighbour Olsen at number 12.",
+        "source": "user",
+        "veracity": "stated",
+        "session": "s-import",
+        "days_ago": 2,
+    },
+)
+
+
+def _run(settings, dry_run=False):
+    """Reinforcement, importance and graduation through the real runner, the recall guard off."""
+    return runner.run_job(
+        settings.updated(guard={"enabled": False}),
+        "evening-batch",
+        lambda ctx: run_steps(ctx, STAGES),
+        dry_run=dry_run,
+        show_progress=False,
+        hooks=jobs.HOOKS,
+    )
+
+
+def _graduated(db_path, live_only=True) -> list[dict]:
+    condition = "AND valid_until IS NULL" if live_only else ""
+    columns = ("id", "content", "source", "scope", "author_id", "veracity", "metadata_json")
+    rows = query(
+        db_path,
+        f"SELECT {', '.join(columns)}, valid_until, superseded_by FROM working_memory "
+        f"WHERE source = 'fact' AND scope = 'global' {condition} ORDER BY rowid",
+    )
+    found = []
+    for row in rows:
+        entry = dict(zip((*columns, "valid_until", "superseded_by"), row))
+        entry["metadata"] = json.loads(entry.pop("metadata_json") or "{}")
+        found.append(entry)
+    return found
+
+
+def _records(layout) -> list[dict]:
+    ledger = state.open_state_readonly(layout.state_dir / "state.db")
+    try:
+        return list(store.rows(ledger, f"SELECT * FROM {store.GRADUATION} ORDER BY id"))
+    finally:
+        ledger.close()
+
+
+@pytest.fixture
+def plugin_home(tmp_path):
+    """A home as the plugin writes one: user and assistant turns over several sessions."""
+    return build(tmp_path / "home", PLUGIN_HOME)
+
+
+def test_relative_dates_are_resolved_against_the_day_said():
+    said = date(2026, 3, 5)  # a Thursday
+    assert graduation.distilled("[USER] We got back yesterday.", said) == (
+        "We got back yesterday (2026-03-04)."
+    )
+    assert "last Monday (2026-03-02)" in graduation.distilled("[USER] I met Ana last Monday", said)
+    assert "two weeks ago (2026-02-19)" in graduation.distilled("[USER] two weeks ago", said)
+    assert "next month (2026-04)" in graduation.distilled("[USER] Moving next month", said)
+
+
+def test_faithfulness_catches_a_word_or_a_date_the_sources_do_not_hold():
+    said = date(2026, 3, 5)
+    sources = [("[USER] We adopted a greyhound named Biscuit yesterday.", said)]
+    assert (
+        graduation.unsupported("We adopted a greyhound named Biscuit on 2026-03-04.", sources)
+        == set()
+    )
+    assert graduation.unsupported("We adopted a poodle named Biscuit.", sources) == {"poodle"}
+    assert graduation.unsupported("We adopted Biscuit on 2026-03-01.", sources) == {"2026-03-01"}
+    assert graduation.unsupported("We adopted a greyhound named Rex.", sources) == {"rex"}
+    # Kind words never carry a fact: a name, a number or a date is dropped from them.
+    assert graduation.kind_words(
+        ["dog", "pet", "Biscuit", "Biscuit the dog", "2 dogs", "monday", 7, "family pet", "x"]
+    ) == ("dog", "pet", "family pet")
+
+
+def test_the_owners_statements_graduate_with_lineage_once(plugin_home, tmp_path):
+    layout, ids = plugin_home
+    settings = settings_for(layout, tmp_path)
+    bytes_before = layout.db_path.read_bytes()
+    dry = _run(settings, dry_run=True)
+    assert dry.error is None
+    assert layout.db_path.read_bytes() == bytes_before  # a dry run changes no byte
+    result = _run(settings)
+    assert result.status == "ok", result.error
+    stats = result.stats["sleep"]["graduation"]
+    rows = _graduated(layout.db_path)
+    assert result.changes["statements_graduated"] == len(rows) == stats["stored"] == 4
+    assert dry.changes["statements_graduated"] == len(rows)  # the dry run counted the same
+    by_source = {tuple(row["metadata"]["derived_from"]): row for row in rows}
+    # Every statement of the owner, from every session; never chatter or the agent's turns.
+    assert set(by_source) == {
+        (ids["dog"], ids["dog-again"]),
+        (ids["job"],),
+        (ids["trip"],),
+        (ids["stated"],),
+    }
+    dog = by_source[(ids["dog"], ids["dog-again"])]
+    assert dog["metadata"]["graduation"]["confirmations"] == 1  # the restatement reinforced it
+    assert stats["merged"] == 1
+    said = dog["metadata"]["graduation"]["said_on"]
+    yesterday = date.fromordinal(date.fromisoformat(said).toordinal() - 1).isoformat()
+    assert f"yesterday ({yesterday})" in dog["content"] and f"said on {said}" in dog["content"]
+    assert "greyhound named Biscuit" in dog["content"]  # the specifics kept
+    for row in rows:
+        assert (row["scope"], row["source"], row["veracity"]) == ("global", "fact", "inferred")
+        assert row["author_id"] == settings.owner
+        assert row["metadata"]["method"] == "extractive"
+        sources = row["metadata"]["derived_from"]
+        edges = query(
+            layout.db_path,
+            "SELECT target FROM graph_edges WHERE source = ? AND edge_type = ?",
+            (row["id"], writer.DERIVES),
+        )
+        assert sorted(target for (target,) in edges) == sorted(sources)
+        day = date.fromisoformat(row["metadata"]["graduation"]["said_on"])
+        texts = [
+            (
+                query(layout.db_path, "SELECT content FROM working_memory WHERE id = ?", (i,))[0][
+                    0
+                ],
+                day,
+            )
+            for i in sources
+        ]
+        assert graduation.unsupported(row["content"], texts) == set()  # faithful, checked again
+    records = _records(layout)
+    assert all(record["applied"] == store.APPLIED for record in records)
+    # The next night reads only new rows: nothing more is written, nothing twice.
+    again = _run(settings)
+    assert again.changes["statements_graduated"] == 0
+    assert len(_graduated(layout.db_path)) == 4
+
+
+def test_a_killed_run_is_finished_and_never_stores_twice(plugin_home, tmp_path):
+    layout, _ = plugin_home
+    settings = settings_for(layout, tmp_path)
+    assert _run(settings).changes["statements_graduated"] == 4
+    # Killed after the child stored the rows and before state.db recorded it: the records are
+    # still planned. The next run writes them first, finds each row by its key, stores none again.
+    ledger = state.open_state(layout.state_dir / "state.db")
+    with ledger.conn:
+        ledger.conn.execute(
+            f"UPDATE {store.GRADUATION} SET applied = ?, memory_id = NULL WHERE op = ?",
+            (store.PLANNED, graduation.STORE),
+        )
+    ledger.close()
+    again = _run(settings)
+    assert again.status == "ok", again.error
+    assert again.changes["statements_graduated"] == 0
+    assert len(_graduated(layout.db_path)) == 4
+    assert all(record["applied"] == store.APPLIED for record in _records(layout))
+
+
+def test_graduation_is_bounded_per_night_and_per_owner(plugin_home, tmp_path):
+    layout, _ = plugin_home
+    nightly = settings_for(layout, tmp_path, "sleep:\n  graduate_per_night: 1\n")
+    assert _run(nightly).changes["statements_graduated"] == 1
+    assert _run(nightly).changes["statements_graduated"] == 1  # the rest wait for later nights
+    capped = settings_for(layout, tmp_path, "sleep:\n  graduate_max_rows: 3\n")
+    assert _run(capped).changes["statements_graduated"] == 1
+    assert _run(capped).changes["statements_graduated"] == 0
+    assert len(_graduated(layout.db_path)) == 3
+
+
+def test_a_changed_fact_supersedes_the_graduated_row(tmp_path):
+    old = "[USER] My brother Tomas lives in Oslo and works at the harbour office."
+    new = "[USER] My brother Tomas moved to Bergen last week, new flat near the fish market."
+    layout, ids = build(
+        tmp_path / "home",
+        {
+            **_spec(_memory("old", old, "hermes_a", 8)),
+            "triples": [
+                {"subject": "Tomas", "predicate": "lives_in", "object": "Oslo", "source_key": "old"}
+            ],
+        },
+    )
+    settings = settings_for(layout, tmp_path)
+    assert _run(settings).changes["statements_graduated"] == 1
+    [first] = _graduated(layout.db_path)
+    _, more = build(
+        tmp_path / "home",
+        {
+            **_spec(_memory("new", new, "hermes_b", 1)),
+            "triples": [
+                {
+                    "subject": "Tomas",
+                    "predicate": "lives_in",
+                    "object": "Bergen",
+                    "source_key": "new",
+                }
+            ],
+        },
+    )
+    night = _run(settings)
+    assert night.status == "ok", night.error
+    assert night.stats["sleep"]["reinforcement"]["contradictions"]["closed"] == 1
+    assert night.stats["sleep"]["graduation"]["superseded"] == 1
+    live = _graduated(layout.db_path)
+    assert [row["metadata"]["derived_from"] for row in live] == [[more["new"]]]
+    history = {row["id"]: row for row in _graduated(layout.db_path, live_only=False)}
+    assert (
+        history[first["id"]]["valid_until"]
+        and history[first["id"]]["superseded_by"] == live[0]["id"]
+    )
+
+
+def test_a_home_several_people_talk_to_graduates_nothing(tmp_path):
+    layout, _ = build(
+        tmp_path / "home",
+        _spec(
+            _memory("dog", DOG, "hermes_a", 3),
+            _memory("job", JOB, "hermes_a", 2, author="someone-else"),
+        ),
+    )
+    settings = settings_for(layout, tmp_path)
+    result = _run(settings)
+    assert result.changes["statements_graduated"] == 0
+    assert result.stats["sleep"]["graduation"]["why"] == "another-author"
+    assert _graduated(layout.db_path) == []
+    # Allowed by the config: only the rows stamped with the owner as author.
+    layout2, ids2 = build(
+        tmp_path / "home2",
+        _spec(
+            _memory("dog", DOG, "hermes_a", 3, author="dana"),
+            _memory("job", JOB, "hermes_a", 2, author="someone-else"),
+            _memory("trip", TRIP, "hermes_a", 2),
+        ),
+    )
+    shared = settings_for(layout2, tmp_path, "owner: dana\nsleep:\n  graduate_shared_home: true\n")
+    assert _run(shared).changes["statements_graduated"] == 1
+    [row] = _graduated(layout2.db_path)
+    assert row["metadata"]["derived_from"] == [ids2["dog"]] and row["author_id"] == "dana"
+
+
+def test_a_group_chat_graduates_nothing(tmp_path):
+    layout, _ = build(
+        tmp_path / "home",
+        _spec(
+            _memory("dog", DOG, "hermes_20261101_cli", 3),
+            _memory("job", JOB, "hermes_agent:main:telegram:group:-1001234", 2),
+        ),
+    )
+    result = _run(settings_for(layout, tmp_path))
+    assert result.changes["statements_graduated"] == 0
+    assert result.stats["sleep"]["graduation"]["why"] == "group-chat"
+
+
+def test_one_profiles_facts_never_reach_anothers(tmp_path):
+    """Two Hermes profiles, each with its own home (or bank): a night on one writes only there."""
+    work, _ = build(tmp_path / "work", _spec(_memory("job", JOB, "hermes_a", 2)))
+    personal, _ = build(tmp_path / "personal", _spec(_memory("dog", DOG, "hermes_b", 2)))
+    personal_bytes = personal.db_path.read_bytes()
+    assert _run(settings_for(work, tmp_path)).changes["statements_graduated"] == 1
+    assert personal.db_path.read_bytes() == personal_bytes
+    assert _run(settings_for(personal, tmp_path)).changes["statements_graduated"] == 1
+    assert ["Halden" in row["content"] for row in _graduated(work.db_path)] == [True]
+    assert ["Biscuit" in row["content"] for row in _graduated(personal.db_path)] == [True]
+
+
+def test_a_graduated_rows_source_is_never_archived(plugin_home, tmp_path):
+    layout, ids = plugin_home
+    settings = settings_for(layout, tmp_path)
+    assert _run(settings).changes["statements_graduated"] == 4
+    ledger = state.open_state(layout.state_dir / "state.db")
+    try:
+        from mnemo_ops.jobs.evening_batch.sleep import forgetting  # noqa: F401
+
+        protected = {
+            row[0]
+            for row in ledger.conn.execute(
+                f"SELECT s.memory_key FROM {store.GRADUATION_SOURCES} s JOIN {store.GRADUATION} g "
+                "ON g.id = s.graduation_id"
+            )
+        }
+    finally:
+        ledger.close()
+    assert store.key_of(store.WORKING, ids["dog"]) in protected
+
+
+def _model_answers(tmp_path, monkeypatch, ids) -> None:
+    answers = {
+        "standalone statements of fact": {
+            "statements": [
+                {
+                    "refs": [f"m:{ids['dog']}", f"m:{ids['dog-again']}"],
+                    "text": "We adopted a greyhound named Biscuit, he is three years old.",
+                    "kinds": ["dog", "pet", "Biscuit"],
+                },
+                {
+                    "refs": [f"m:{ids['job']}"],
+                    "text": "I started a new job at Halden Bridges in Trondheim.",
+                    "kinds": ["job"],
+                },
+            ]
+        }
+    }
+    path = tmp_path / "answers.json"
+    path.write_text(json.dumps(answers))
+    monkeypatch.setenv("MNEMO_TEST_MODEL_ANSWERS", str(path))
+
+
+def test_with_a_local_model_statements_carry_kinds_and_an_unfaithful_one_is_not_written(
+    plugin_home, tmp_path, monkeypatch, registered_test_models
+):
+    layout, ids = plugin_home
+    _model_answers(tmp_path, monkeypatch, ids)
+    settings = settings_for(layout, tmp_path, "models:\n  model: mnemo-test\n  remote: false\n")
+    dry = _run(settings, dry_run=True)
+    assert calls(registered_test_models) == []  # a dry run never calls
+    assert dry.stats["sleep"]["graduation"]["would_send_to_model"] == 5
+    night = _run(settings)
+    assert night.status == "ok", night.error
+    stats = night.stats["sleep"]["graduation"]
+    assert stats["unfaithful"] == 1 and "trondheim" in stats["unfaithful_words"]
+    rows = {tuple(row["metadata"]["derived_from"]): row for row in _graduated(layout.db_path)}
+    dog = rows[(ids["dog"], ids["dog-again"])]
+    assert dog["metadata"]["method"] == "mnemo-test"
+    assert dog["content"].startswith("We adopted a greyhound named Biscuit")
+    assert "about: dog, pet" in dog["content"] and "Biscuit)" not in dog["content"]
+    # The unfaithful statement was not written: its row graduated in the user's own words.
+    job = rows[(ids["job"],)]
+    assert "Trondheim" not in job["content"] and job["metadata"]["method"] == "extractive"
+    assert "Halden Bridges" in job["content"]
+    # Rows the model did not cite are judged: not a lasting fact.
+    assert stats["passed"] >= 2
+    assert night.stats["model"]["tasks"]["graduation"] == {"answered": 1}
+
+
+def test_a_remote_model_never_sees_the_users_session_rows(
+    plugin_home, tmp_path, monkeypatch, registered_test_models
+):
+    layout, ids = plugin_home
+    _model_answers(tmp_path, monkeypatch, ids)
+    settings = settings_for(layout, tmp_path, "models:\n  model: mnemo-test\n")
+    night = _run(settings)
+    assert night.status == "ok", night.error
+    sent = "\n".join(call["prompt"] for call in calls(registered_test_models))
+    assert "Biscuit" not in sent and "Halden" not in sent
+    rows = _graduated(layout.db_path)
+    assert len(rows) == 4 and {row["metadata"]["method"] for row in rows} == {"extractive"}
