@@ -16,7 +16,8 @@ in a child process):
   ``graduation``): short standalone statements in the user's own words, each citing the rows it
   comes from, with up to three words naming the kind of thing ("dog", "job") a later question may
   use instead of the user's words. Without one (or for rows withheld from a remote model): the
-  statement itself without the role prefix (extractive). Either way relative dates are resolved
+  statement itself without the role prefix, with the kind words of a small table (``KIND_OF``:
+  "greyhound" is a dog, "sister" family) (extractive). Either way relative dates are resolved
   against the day the row was said ("yesterday (2026-03-04)") and the row ends with that day.
 - **faithful**: every content word, number and date of a distilled statement must be in its
   source rows (a date may also be what a relative phrase of a source names, said that day); a
@@ -95,6 +96,34 @@ _RELATIVE = re.compile(
     re.IGNORECASE,
 )
 _KIND = re.compile(r"^[a-z][a-z -]{1,40}$")
+
+
+def _kinds_of(table: str) -> dict[str, str]:
+    return {
+        word: kind.strip()
+        for line in table.strip().splitlines()
+        for kind, _, words in [line.partition(":")]
+        for word in words.split()
+    }
+
+
+KIND_OF = _kinds_of(
+    """
+    dog: greyhound labrador retriever poodle terrier beagle collie spaniel dachshund husky puppy
+    cat: kitten tabby siamese persian
+    pet: dog cat rabbit hamster parrot goldfish tortoise
+    family: sister brother mother father mum mom dad daughter son aunt uncle cousin grandmother
+    family: grandfather grandma grandpa niece nephew wife husband
+    partner: wife husband girlfriend boyfriend fiance fiancee spouse
+    job: engineer nurse teacher doctor developer designer accountant lawyer manager chef
+    job: electrician plumber carpenter architect pilot
+    illness: flu covid migraine asthma diabetes allergy
+    trip: flight flying holiday vacation
+    home: flat apartment house
+    """
+)
+"""Kind words for specifics a statement names (extractive): "a greyhound" is also "a dog". A kind
+is a common word and adds no fact; a question rarely repeats the user's own words."""
 
 
 @dataclasses.dataclass
@@ -339,8 +368,16 @@ def _merge_target(text: str, graduated: list[tuple[Any, str]]) -> Any:
     return None
 
 
+def extractive_kinds(statement: str) -> tuple[str, ...]:
+    """The kind words of `KIND_OF` for the specifics `statement` names, not already in it."""
+    said = set(facts.words(statement))
+    found = [KIND_OF[word] for word in facts.words(statement) if word in KIND_OF]
+    return tuple(dict.fromkeys(kind for kind in found if kind not in said))[:KIND_WORDS]
+
+
 def _extractive(row: dict[str, Any]) -> Draft:
-    return Draft(distilled(row["content"], row["said_on"]), [row["memory_id"]], row["said_on"])
+    statement = distilled(row["content"], row["said_on"])
+    return Draft(statement, [row["memory_id"]], row["said_on"], extractive_kinds(statement))
 
 
 def model_request(rows: list[dict[str, Any]]) -> Request:

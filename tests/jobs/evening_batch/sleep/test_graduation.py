@@ -129,6 +129,9 @@ def test_faithfulness_catches_a_word_or_a_date_the_sources_do_not_hold():
     assert graduation.unsupported("We adopted a poodle named Biscuit.", sources) == {"poodle"}
     assert graduation.unsupported("We adopted Biscuit on 2026-03-01.", sources) == {"2026-03-01"}
     assert graduation.unsupported("We adopted a greyhound named Rex.", sources) == {"rex"}
+    # Extractive kind words: the kind of what is named, never a word the statement has already.
+    assert graduation.extractive_kinds("We adopted a greyhound named Biscuit") == ("dog",)
+    assert graduation.extractive_kinds("Our dog is a greyhound") == ("pet",)
     # Kind words never carry a fact: a name, a number or a date is dropped from them.
     assert graduation.kind_words(
         ["dog", "pet", "Biscuit", "Biscuit the dog", "2 dogs", "monday", 7, "family pet", "x"]
@@ -184,7 +187,8 @@ def test_the_owners_statements_graduate_with_lineage_once(plugin_home, tmp_path)
             )
             for i in sources
         ]
-        assert graduation.unsupported(row["content"], texts) == set()  # faithful, checked again
+        statement = row["content"].split("; about: ")[0]  # kind words are checked apart
+        assert graduation.unsupported(statement, texts) == set()  # faithful, checked again
     records = _records(layout)
     assert all(record["applied"] == store.APPLIED for record in records)
     # The next night reads only new rows: nothing more is written, nothing twice.
@@ -400,3 +404,62 @@ def test_a_remote_model_never_sees_the_users_session_rows(
     assert "Biscuit" not in sent and "Halden" not in sent
     rows = _graduated(layout.db_path)
     assert len(rows) == 4 and {row["metadata"]["method"] for row in rows} == {"extractive"}
+
+
+def _plugin_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("mnemosyne_hermes") is not None
+
+
+@pytest.mark.skipif(not _plugin_installed(), reason="the Hermes plugin (the 4.0 venv) is needed")
+def test_a_fact_said_in_one_session_reaches_a_new_one_after_the_night(tmp_path):
+    """Through the real plugin: said in session A, asked in a brand-new session B, the fact is
+    injected by the plugin's own prefetch after the night, and not before."""
+    from mnemo_ops.evaluation.engines.base import Query
+    from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine
+    from mnemo_ops.mnemosyne.sample_home import SampleLayout
+    from tests.jobs.evening_batch.sleep import plugin_turns
+
+    layout = SampleLayout(tmp_path / "home")
+    said = "We adopted a greyhound named Biscuit yesterday, he is three years old."
+    [dog, *_] = plugin_turns.write(
+        layout,
+        [
+            {
+                "session": "20261201_cli_a",
+                "user": said,
+                "assistant": "Congratulations!",
+                "days_ago": 3,
+            },
+            {
+                "session": "20261201_cli_a",
+                "user": "haha ok thanks",
+                "assistant": "Any time.",
+                "days_ago": 3,
+            },
+            {
+                "session": "20261202_cli_x",
+                "user": "Can you help me plan the week?",
+                "assistant": "Sure.",
+                "days_ago": 2,
+            },
+        ],
+    )
+    question = "How old is Biscuit the greyhound?"
+
+    def injected() -> list[str]:
+        engine = MnemosyneEngine(layout.db_path, profile="hermes", hermes_home=layout.hermes_home)
+        # session "": a brand-new conversation (a session key nothing was written in).
+        [found] = engine.recall_many([Query(text=question, k=5, session="")])
+        assert engine.profile_used == "hermes"
+        return [item.content or "" for item in found]
+
+    assert not any("Biscuit" in line for line in injected())  # before the night: nothing
+    night = _run(settings_for(layout, tmp_path))
+    assert night.status == "ok", night.error
+    assert night.changes["statements_graduated"] == 1
+    lines = injected()
+    assert any("greyhound named Biscuit" in line for line in lines), lines
+    [row] = _graduated(layout.db_path)
+    assert row["metadata"]["derived_from"] == [dog]
