@@ -6,16 +6,17 @@ the llm layer and without one."""
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import date, datetime, timedelta
 
 import pytest
+from freezegun import freeze_time
 
 from mnemo_ops import jobs
 from mnemo_ops.core import runner, state
 from mnemo_ops.jobs.evening_batch.consolidation.batch import Step, run_steps
 from mnemo_ops.jobs.evening_batch.sleep import dream_steps, graduation, steps, store
 from mnemo_ops.mnemosyne import graduation as writer
-from tests.jobs.evening_batch.sleep.conftest import query, settings_for
+from tests.jobs.evening_batch.sleep.conftest import query, run_sleep, settings_for
 from tests.jobs.evening_batch.sleep.homes import build
 from tests.models.plugin import calls, registered_test_models
 
@@ -324,23 +325,39 @@ def test_one_profiles_facts_never_reach_anothers(tmp_path):
 
 
 def test_a_graduated_rows_source_is_never_archived(plugin_home, tmp_path):
+    """Forgetting may archive a row whose facts survive in a current row, and a graduated row
+    holds its source's facts: the lineage keeps the source (the evidence) from being archived.
+    The importance stage is off here, so nothing else keeps the sources above the archive band."""
     layout, ids = plugin_home
-    settings = settings_for(layout, tmp_path)
+    config = "sleep:\n  importance: false\n  max_archived_per_night: 100000\n"
+    settings = settings_for(layout, tmp_path, config)
     assert _run(settings).changes["statements_graduated"] == 4
-    ledger = state.open_state(layout.state_dir / "state.db")
-    try:
-        from mnemo_ops.jobs.evening_batch.sleep import forgetting  # noqa: F401
+    sources = {i for row in _graduated(layout.db_path) for i in row["metadata"]["derived_from"]}
+    for days in (1, 400):  # first seen, then a year later: every old turn is a candidate
+        with freeze_time(datetime.now() + timedelta(days=days), tick=True):
+            result = run_sleep(settings)
+    assert result.status == "ok", result.error
+    archived = {
+        row[0]
+        for row in query(
+            layout.db_path, "SELECT id FROM working_memory WHERE valid_until IS NOT NULL"
+        )
+    }
+    assert ids["chatter"] in archived or ids["assistant"] in archived  # forgetting did run
+    assert not sources & archived
 
-        protected = {
-            row[0]
-            for row in ledger.conn.execute(
-                f"SELECT s.memory_key FROM {store.GRADUATION_SOURCES} s JOIN {store.GRADUATION} g "
-                "ON g.id = s.graduation_id"
-            )
-        }
-    finally:
-        ledger.close()
-    assert store.key_of(store.WORKING, ids["dog"]) in protected
+
+def test_a_failing_model_leaves_the_rows_for_the_next_night(
+    plugin_home, tmp_path, monkeypatch, registered_test_models
+):
+    layout, _ = plugin_home
+    failing = settings_for(layout, tmp_path, "models:\n  model: mnemo-test-fail\n  remote: false\n")
+    night = _run(failing)
+    assert night.status == "ok", night.error
+    assert night.changes["statements_graduated"] == 0
+    assert night.stats["sleep"]["graduation"]["deferred"] == 5
+    # Without the model the next night graduates them (extractive): nothing was lost.
+    assert _run(settings_for(layout, tmp_path)).changes["statements_graduated"] == 4
 
 
 def _model_answers(tmp_path, monkeypatch, ids) -> None:
