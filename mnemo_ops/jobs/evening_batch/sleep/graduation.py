@@ -49,8 +49,8 @@ Each write is recorded in state.db (``sleep_graduation``) before it is made; a r
 the two leaves planned entries that the next run writes first (the child finds a row it stored
 before by its key). The slow work (reading, distilling, the model) happens before the child opens
 its write transactions, each of which is one short write. A source of a graduated row is never
-archived by forgetting. ``restore`` closes graduated rows (``valid_until``), where they are still
-ours.
+archived by forgetting. ``mnemo-ops graduated restore`` closes graduated rows (``valid_until``),
+where they are still ours.
 """
 
 from __future__ import annotations
@@ -437,17 +437,21 @@ def model_request(rows: list[dict[str, Any]]) -> Request:
 
 
 def _drafts(
-    rows: list[dict[str, Any]], layer, totals: dict[str, Any]
+    rows: list[dict[str, Any]], layer, totals: dict[str, Any], room: int
 ) -> tuple[list[Draft], set[str], set[str]]:
     """Tonight's drafts for the fact-stating `rows`, the ids the model passed over (judged: not a
-    fact), and the ids left for a later night (the model failed or is over its budget)."""
-    if layer is None or not layer.use_model:
+    fact), and the ids left for a later night (the model failed or is over its budget). The model
+    is asked only until `room` drafts are there: the rest wait for a later night, unread. With no
+    room, only restatements of graduated rows can be written: the extractive drafts find them."""
+    if layer is None or not layer.use_model or room == 0:
         return [_extractive(row) for row in rows], set(), set()
     by_id = {row["memory_id"]: row for row in rows}
     drafts: list[Draft] = []
     passed: set[str] = set()
     later: set[str] = set()
     for start in range(0, len(rows), MODEL_ROWS):
+        if len(drafts) >= room:
+            break
         chunk = rows[start : start + MODEL_ROWS]
         answer = layer.ask(model_request(chunk))
         withheld = {ref[2:] for ref in answer.withheld}
@@ -563,7 +567,7 @@ def plan(run: SleepRun, state_db, connection: apsw.Connection, layer=None) -> di
         (row["key"], PASSED, None) for row in rows if not row["states_a_fact"]
     ]
     stating = [row for row in rows if row["states_a_fact"]]
-    drafts, passed, _later = _drafts(stating, layer, totals)
+    drafts, passed, _later = _drafts(stating, layer, totals, room)
     judged += [(by_id[memory_id]["key"], PASSED, None) for memory_id in sorted(passed)]
     drafts = _checked(drafts, by_id, totals)
     # Merge targets: the live graduated rows (by memory id) and tonight's new ones (by position).
@@ -744,19 +748,59 @@ def graduate(run: SleepRun, layer=None) -> dict[str, Any]:
     return {**planned, **done, "owner": run.owner}
 
 
-def recorded(state_db, night: str | None = None) -> list[dict[str, Any]]:
-    """The graduated rows stored (not restored), newest night first; optionally one night's."""
+def recorded(
+    state_db, night: str | None = None, include_restored: bool = False
+) -> list[dict[str, Any]]:
+    """The graduated rows stored, newest night first (optionally one night's, or restored ones
+    too); each with its ``memory_key``, as the other stages' records have."""
     return [
-        entry
-        for entry in store.written_records(state_db, store.GRADUATION, night)
-        if entry["op"] == STORE
+        {**entry, "memory_key": store.key_of(store.WORKING, entry["memory_id"])}
+        for entry in store.written_records(state_db, store.GRADUATION, night, include_restored)
+        if entry["op"] == STORE and entry["memory_id"]
     ]
+
+
+def describe(connection: apsw.Connection, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records as the command shows them: the row's text, its sources and whether it is live."""
+    described = []
+    for entry in entries:
+        row = connection.execute(
+            "SELECT content, valid_until, superseded_by FROM working_memory WHERE id = ?",
+            (entry["memory_id"],),
+        ).fetchone()
+        if entry.get("restored_at"):
+            status = "restored"
+        elif row is None:
+            status = "missing"
+        elif row[2]:
+            status = "superseded"
+        else:
+            status = "closed" if row[1] else "live"
+        described.append(
+            {
+                "memory_id": entry["memory_id"],
+                "night": entry["night"],
+                "status": status,
+                "method": entry["method"],
+                "derived_from": json.loads(entry["derived_from"]),
+                "content": row[0] if row else entry["content"],
+            }
+        )
+    return described
+
+
+def select_for_restore(
+    state_db, memory_ids: list[str], night: str | None, everything: bool
+) -> list[dict[str, Any]]:
+    """The unrestored graduated rows named by memory id, by night, or all of them."""
+    return store.named_records(recorded(state_db, night=night), memory_ids, night, everything)
 
 
 def restore(
     connection: apsw.Connection, state_db, entries: list[dict[str, Any]], dry_run: bool
 ) -> dict[str, int]:
-    """Close each graduated row (``valid_until`` now) where it is still live and ours; record it."""
+    """Close each graduated row (``valid_until`` now) where it is still live and ours, and record
+    it: a restored row is never written again (its sources stay judged)."""
     now = versions.memory_time(datetime.now())
     closed = changed = 0
     for entry in entries:
@@ -782,4 +826,4 @@ def restore(
                 f"UPDATE {store.GRADUATION} SET restored_at = ?, restore_note = ? WHERE id = ?",
                 (isoformat(utc_now()), "closed" if ours else "changed-since", entry["id"]),
             )
-    return {"closed": closed, "changed_since": changed}
+    return {"restored": closed, "changed_since": changed}

@@ -16,6 +16,7 @@ from mnemo_ops.core import runner, state
 from mnemo_ops.jobs.evening_batch.consolidation.batch import Step, run_steps
 from mnemo_ops.jobs.evening_batch.sleep import dream_steps, graduation, steps, store
 from mnemo_ops.mnemosyne import graduation as writer
+from tests.conftest import run_cli
 from tests.jobs.evening_batch.sleep.conftest import query, run_sleep, settings_for
 from tests.jobs.evening_batch.sleep.homes import build
 from tests.models.plugin import calls, registered_test_models
@@ -322,6 +323,29 @@ def test_one_profiles_facts_never_reach_anothers(tmp_path):
     assert _run(settings_for(personal, tmp_path)).changes["statements_graduated"] == 1
     assert ["Halden" in row["content"] for row in _graduated(work.db_path)] == [True]
     assert ["Biscuit" in row["content"] for row in _graduated(personal.db_path)] == [True]
+
+
+def test_graduated_rows_are_listed_and_closed_by_restore(plugin_home, tmp_path):
+    layout, _ = plugin_home
+    settings = settings_for(layout, tmp_path)
+    assert _run(settings).changes["statements_graduated"] == 4
+    listed = json.loads(run_cli(layout, "--json", "graduated", "list").stdout)["graduated"]
+    assert len(listed) == 4 and {entry["status"] for entry in listed} == {"live"}
+    first = listed[0]["memory_id"]
+    bytes_before = layout.db_path.read_bytes()
+    dry = json.loads(run_cli(layout, "--json", "graduated", "restore", "--all", "-n").stdout)
+    assert dry["restored"] == 4 and layout.db_path.read_bytes() == bytes_before
+    done = run_cli(layout, "--json", "graduated", "restore", first)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["restored"] == 1
+    assert {row["id"] for row in _graduated(layout.db_path)} == {
+        entry["memory_id"] for entry in listed[1:]
+    }
+    # Closed, not deleted; and never written again: its sources stay judged.
+    assert len(_graduated(layout.db_path, live_only=False)) == 4
+    assert _run(settings).changes["statements_graduated"] == 0
+    unknown = run_cli(layout, "graduated", "restore", "0123456789abcdef")
+    assert unknown.returncode == 2 and "no graduated row" in unknown.stderr
 
 
 def test_a_graduated_rows_source_is_never_archived(plugin_home, tmp_path):
