@@ -34,8 +34,8 @@ in a child process):
   ``confirmations`` + 1, one more derives edge) instead of writing another.
 - **a changed fact supersedes**: when every source of a graduated row was superseded (the
   reinforcement stage, or Mnemosyne, closed it for a newer statement), the row is closed
-  (``valid_until``) with ``superseded_by`` naming the graduated row of the newer statement (when it
-  has graduated); nothing is deleted, so the history stays.
+  (``valid_until``) with ``superseded_by`` naming the graduated row of the newer statement, or the
+  newer statement itself while it has not graduated; nothing is deleted, so the history stays.
 - **bounded**: at most ``sleep.graduate_per_night`` new rows a night and ``sleep.graduate_max_rows``
   live ones per owner: every global row is a candidate in every session's recall.
 - **boundaries**: a home several people talk to is one where a global row would reach all of
@@ -457,9 +457,10 @@ def _drafts(
         withheld = {ref[2:] for ref in answer.withheld}
         if not answer.ok:
             if answer.reason in ("failed", "malformed", "budget"):
+                # The next request would fare no better tonight: these rows and the rest wait.
                 later |= {row["memory_id"] for row in chunk}
                 totals["deferred"] += len(chunk)
-                continue
+                break
             if answer.reason == "dry-run":
                 totals["would_send_to_model"] += len(chunk) - len(withheld)
             drafts.extend(_extractive(row) for row in chunk)
@@ -599,6 +600,10 @@ def plan(run: SleepRun, state_db, connection: apsw.Connection, layer=None) -> di
                 key = new[position][1]
                 break
             replaced_by = replaced_by or _graduated_as(state_db, memory_id)
+        if key is None and replaced_by is None:
+            # The newer statement has not graduated (yet): the row still points to what replaced
+            # it, so the close is a supersession, never an unexplained loss.
+            replaced_by = newer[0]
         supersessions.append((entry, key, replaced_by))
     now = isoformat(utc_now())
     ids: dict[Any, int] = {}

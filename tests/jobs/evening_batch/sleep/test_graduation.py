@@ -230,25 +230,27 @@ def test_graduation_is_bounded_per_night_and_per_owner(plugin_home, tmp_path):
     assert len(_graduated(layout.db_path)) == 3
 
 
-def test_a_changed_fact_supersedes_the_graduated_row(tmp_path):
-    old = "[USER] My brother Tomas lives in Oslo and works at the harbour office."
-    new = "[USER] My brother Tomas moved to Bergen last week, new flat near the fish market."
-    layout, ids = build(
+OLD_HOME = "[USER] My brother Tomas lives in Oslo and works at the harbour office."
+NEW_HOME = "[USER] My brother Tomas moved to Bergen last week, new flat near the fish market."
+
+
+def _changed_home(tmp_path):
+    """A home where Tomas lives in Oslo, graduated; then the user says he moved to Bergen."""
+    layout, _ = build(
         tmp_path / "home",
         {
-            **_spec(_memory("old", old, "hermes_a", 8)),
+            **_spec(_memory("old", OLD_HOME, "hermes_a", 8)),
             "triples": [
                 {"subject": "Tomas", "predicate": "lives_in", "object": "Oslo", "source_key": "old"}
             ],
         },
     )
-    settings = settings_for(layout, tmp_path)
-    assert _run(settings).changes["statements_graduated"] == 1
+    assert _run(settings_for(layout, tmp_path)).changes["statements_graduated"] == 1
     [first] = _graduated(layout.db_path)
     _, more = build(
         tmp_path / "home",
         {
-            **_spec(_memory("new", new, "hermes_b", 1)),
+            **_spec(_memory("new", NEW_HOME, "hermes_b", 1)),
             "triples": [
                 {
                     "subject": "Tomas",
@@ -259,17 +261,36 @@ def test_a_changed_fact_supersedes_the_graduated_row(tmp_path):
             ],
         },
     )
-    night = _run(settings)
+    return layout, first, more["new"]
+
+
+def test_a_changed_fact_supersedes_the_graduated_row(tmp_path):
+    layout, first, newer = _changed_home(tmp_path)
+    night = _run(settings_for(layout, tmp_path))
     assert night.status == "ok", night.error
     assert night.stats["sleep"]["reinforcement"]["contradictions"]["closed"] == 1
     assert night.stats["sleep"]["graduation"]["superseded"] == 1
     live = _graduated(layout.db_path)
-    assert [row["metadata"]["derived_from"] for row in live] == [[more["new"]]]
+    assert [row["metadata"]["derived_from"] for row in live] == [[newer]]
     history = {row["id"]: row for row in _graduated(layout.db_path, live_only=False)}
-    assert (
-        history[first["id"]]["valid_until"]
-        and history[first["id"]]["superseded_by"] == live[0]["id"]
-    )
+    assert history[first["id"]]["valid_until"]  # closed, kept: the history
+    assert history[first["id"]]["superseded_by"] == live[0]["id"]
+    assert "Bergen" in live[0]["content"] and "Oslo" not in live[0]["content"]
+
+
+def test_a_changed_fact_supersedes_even_before_the_new_one_graduates(tmp_path):
+    """No room tonight for the newer statement: the old row is still closed, pointing to the newer
+    statement itself (a supersession the recall guard does not count as a lost fact)."""
+    layout, first, newer = _changed_home(tmp_path)
+    full = settings_for(layout, tmp_path, "sleep:\n  graduate_max_rows: 1\n")
+    night = _run(full)
+    assert night.status == "ok", night.error
+    assert night.changes["statements_graduated"] == 0
+    assert _graduated(layout.db_path) == []
+    [old] = _graduated(layout.db_path, live_only=False)
+    assert old["valid_until"] and old["superseded_by"] == newer
+    # The next night has room again: the newer statement graduates.
+    assert _run(full).changes["statements_graduated"] == 1
 
 
 def test_a_home_several_people_talk_to_graduates_nothing(tmp_path):
@@ -488,19 +509,25 @@ def test_a_fact_said_in_one_session_reaches_a_new_one_after_the_night(tmp_path):
         ],
     )
     question = "How old is Biscuit the greyhound?"
+    # "dog" the user never said: only the row's kind word bridges it (the plugin injects a row
+    # sharing at least two of the question's topical words: "old" and "dog").
+    other_words = "How old is our dog?"
 
-    def injected() -> list[str]:
+    def injected(text: str = question) -> list[str]:
         engine = MnemosyneEngine(layout.db_path, profile="hermes", hermes_home=layout.hermes_home)
         # session "": a brand-new conversation (a session key nothing was written in).
-        [found] = engine.recall_many([Query(text=question, k=5, session="")])
+        [found] = engine.recall_many([Query(text=text, k=5, session="")])
         assert engine.profile_used == "hermes"
         return [item.content or "" for item in found]
 
     assert not any("Biscuit" in line for line in injected())  # before the night: nothing
+    assert not any("Biscuit" in line for line in injected(other_words))
     night = _run(settings_for(layout, tmp_path))
     assert night.status == "ok", night.error
     assert night.changes["statements_graduated"] == 1
     lines = injected()
     assert any("greyhound named Biscuit" in line for line in lines), lines
+    bridged = injected(other_words)
+    assert any("greyhound named Biscuit" in line for line in bridged), bridged
     [row] = _graduated(layout.db_path)
     assert row["metadata"]["derived_from"] == [dog]
