@@ -199,6 +199,27 @@ def test_the_owners_statements_graduate_with_lineage_once(plugin_home, tmp_path)
     assert len(_graduated(layout.db_path)) == 4
 
 
+def test_a_restatement_on_a_later_night_reinforces_the_graduated_row(tmp_path):
+    layout, ids = build(tmp_path / "home", _spec(_memory("dog", DOG, "hermes_a", 5)))
+    settings = settings_for(layout, tmp_path)
+    assert _run(settings).changes["statements_graduated"] == 1
+    [before] = _graduated(layout.db_path)
+    _, more = build(tmp_path / "home", _spec(_memory("again", DOG_AGAIN, "hermes_b", 1)))
+    night = _run(settings)
+    assert night.changes["statements_graduated"] == 0
+    assert night.stats["sleep"]["graduation"]["reinforced"] == 1
+    [after] = _graduated(layout.db_path)
+    assert after["id"] == before["id"] and after["content"] == before["content"]
+    assert after["metadata"]["derived_from"] == [ids["dog"], more["again"]]
+    assert after["metadata"]["graduation"]["confirmations"] == 1
+    edges = query(
+        layout.db_path,
+        "SELECT target FROM graph_edges WHERE source = ? AND edge_type = ?",
+        (after["id"], writer.DERIVES),
+    )
+    assert sorted(target for (target,) in edges) == sorted([ids["dog"], more["again"]])
+
+
 def test_a_killed_run_is_finished_and_never_stores_twice(plugin_home, tmp_path):
     layout, _ = plugin_home
     settings = settings_for(layout, tmp_path)
