@@ -8,19 +8,23 @@ Run by hand (not part of the test suite), with the Hermes plugin installed (Mnem
 
 The Hermes conversation home (``devtools/samples/hermes_conversations``, written through the plugin's own
 ``sync_turn``) is copied once per arm: ``baseline`` (every sleep stage as configured, the importance
-stage off) and ``importance`` (the same with the importance stage on). Each arm runs
+and graduation stages off), ``importance`` (the importance stage on) and ``graduation`` (importance
+and graduation on: the owner's statements made global rows a new conversation receives). Each arm runs
 ``evening-batch`` once a night for N nights (in this process, its clock set to 21:00 of each night in
 turn, so the sleep stages see N nights; Mnemosyne's own consolidation, in its child process, sees
 the real clock). The recall guard is off by default (``--guard`` keeps it on: then every night costs
 a trial too). Then, at the real time, the plugin's own prefetch is asked every question of the
 home's suite: the evidence received (per category), lines, characters and canonical lines per turn,
 the per-turn cost (SQLite VM steps and Python calls, the guard's units), and Mnemosyne's plain
-recall@10 beside it. Printed as one table, before and after each arm.
+recall@10 beside it; then every question again in a brand-new conversation (``new conv``: what a
+fact said in any earlier conversation brings to the next one). Printed as one table, before and
+after each arm.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -41,15 +45,36 @@ from mnemo_ops.jobs import run_job  # noqa: E402
 from mnemo_ops.mnemosyne.sample_home import copy_home  # noqa: E402
 from mnemo_ops.settings import load_settings  # noqa: E402
 
-ARMS = {"baseline": "sleep:\n  importance: false\n", "importance": "sleep:\n  importance: true\n"}
+ARMS = {
+    "baseline": "sleep:\n  importance: false\n  graduate: false\n",
+    "importance": "sleep:\n  importance: true\n  graduate: false\n",
+    "graduation": "sleep:\n  importance: true\n  graduate: true\n",
+}
+
+
+def in_a_new_conversation(suite):
+    """`suite` with every question asked in a brand-new conversation (a session key nothing was
+    written in: the next CLI session, a new chat)."""
+    return dataclasses.replace(
+        suite, cases=[dataclasses.replace(case, session="") for case in suite.cases]
+    )
 
 
 def measure(layout, suite) -> dict:
-    """What the plugin injects for every question, and plain recall@10 beside it."""
+    """What the plugin injects for every question where it is asked and in a new conversation,
+    and plain recall@10 beside it."""
     figures = {}
-    for profile, k in (("hermes", 5), ("plain", 10)):
-        engine = MnemosyneEngine(layout.db_path, profile=profile, hermes_home=layout.hermes_home)
-        evaluation = evaluate(suite, engine, k=k)
+    for profile, k, asked in (
+        ("hermes", 5, suite),
+        ("new-conversation", 5, in_a_new_conversation(suite)),
+        ("plain", 10, suite),
+    ):
+        engine = MnemosyneEngine(
+            layout.db_path,
+            profile="hermes" if profile == "new-conversation" else profile,
+            hermes_home=layout.hermes_home,
+        )
+        evaluation = evaluate(asked, engine, k=k)
         figures[profile] = {
             "profile_used": engine.profile_used,
             "hits": evaluation.passed,
@@ -82,14 +107,15 @@ def run_nights(layout, config_text: str, nights: int, guard: bool, directory: Pa
 
 def row(name: str, figures: dict) -> str:
     """One line of the table."""
-    hermes, plain = figures["hermes"], figures["plain"]
+    hermes, plain, new = figures["hermes"], figures["plain"], figures["new-conversation"]
     receives = hermes["receives"] or {}
     cost = receives.get("cost_per_turn", {})
     return (
         f"{name:<22} {hermes['hits']:>4}/{hermes['cases']:<4} "
         f"{receives.get('lines_per_turn', 0):>6.2f} {receives.get('chars_per_turn', 0):>7.1f} "
         f"{receives.get('canonical_lines_per_turn', 0):>5.2f} {cost.get('sqlite_steps', 0):>9.0f} "
-        f"{cost.get('python_calls', 0):>8.0f} {plain['hits']:>4}/{plain['cases']:<4}  "
+        f"{cost.get('python_calls', 0):>8.0f} {plain['hits']:>4}/{plain['cases']:<4} "
+        f"{new['hits']:>4}/{new['cases']:<4}  "
         + " ".join(f"{category}={value}" for category, value in hermes["per_category"].items())
     )
 
@@ -120,7 +146,7 @@ def main() -> None:
     print()
     print(
         f"{'':<22} {'received':<9} {'lines':>6} {'chars':>7} {'canon':>5} {'sqlite':>9} "
-        f"{'python':>8} {'plain@10':<9}  received per category"
+        f"{'python':>8} {'plain@10':<9} {'new conv':<9}  received per category"
     )
     print(row("before", results["before"]))
     for arm in arguments.arms.split(","):

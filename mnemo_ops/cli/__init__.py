@@ -137,6 +137,11 @@ COMMANDS: dict[str, Command] = {
         "User statements whose importance the sleep stages raised past the Hermes plugin's cut, "
         "and putting the old values back.",
     ),
+    "graduated": Command(
+        "mnemo_ops.cli.graduated",
+        "What the owner said that the sleep stages made global rows every later conversation "
+        "receives, and closing them.",
+    ),
     "config": Command(
         "mnemo_ops.cli.config",
         "The configuration: its JSON Schema and the resolved values.",

@@ -147,6 +147,23 @@ class SleepOptions(Section):
         "the Hermes plugin's cut drops it anyway)",
     )
     importance_rows_per_run: NonNegativeInt = option(1000, "importances raised per run at most")
+    graduate: bool = option(
+        True,
+        "false: nothing the owner said is made a global row for every later conversation "
+        "(docs/sleep-stages.md, graduation)",
+    )
+    graduate_per_night: NonNegativeInt = option(
+        20, "statements made global per night at most (restatements merged do not count)"
+    )
+    graduate_max_rows: NonNegativeInt = option(
+        200,
+        "live graduated rows per owner at most: each is a candidate in every session's recall",
+    )
+    graduate_shared_home: bool = option(
+        False,
+        "true: graduate in a home several people write to as well (only rows stamped with the "
+        "owner as author); false: a home with another author or a group chat graduates nothing",
+    )
     forgetting: bool = option(True, "false: nothing is archived")
     archive_after_days: NonNegativeNumber = option(
         14, "a memory younger than this is never archived"

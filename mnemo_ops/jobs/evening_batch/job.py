@@ -2,10 +2,10 @@
 
 The steps run in order. A failing step is recorded with its error and the later steps still run;
 the job then fails (exit 1) with every step's error collected, as borgmatic does, so monitoring sees
-it. The sleep stages (``mnemo_ops/jobs/evening_batch/sleep``: reinforcement, importance, prominence, forgetting,
-edges) run after the summary repair, so they see the new episodic rows, then NREM fuses clusters
-into summaries and REM adds associations (``sleep/nrem.py``, ``sleep/rem.py``), all before the maps, so the maps
-see what they changed.
+it. The sleep stages (``mnemo_ops/jobs/evening_batch/sleep``: reinforcement, importance,
+graduation, prominence, forgetting, edges) run after the summary repair, so they see the new
+episodic rows, then NREM fuses clusters into summaries and REM adds associations
+(``sleep/nrem.py``, ``sleep/rem.py``), all before the maps, so the maps see what they changed.
 
 With ``--if-needed`` (or ``evening_batch.scheduled_if_needed`` for the scheduled run) the batch
 runs only when an adaptive trigger holds (``sleep.triggers``); that is decided in `preflight`,
@@ -31,6 +31,7 @@ STEPS: tuple[Step, ...] = (
     Step("summary-repair", memory_steps.summary_repair_step),
     Step("reinforcement", sleep_steps.reinforcement_step),
     Step("importance", sleep_steps.importance_step),
+    Step("graduation", dream_steps.graduation_step),
     Step("prominence", sleep_steps.prominence_step),
     Step("forgetting", sleep_steps.forgetting_step),
     Step("edges", sleep_steps.edges_step),

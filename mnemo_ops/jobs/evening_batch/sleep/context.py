@@ -68,6 +68,10 @@ class SleepRun:
     """Working memory ids the user's eval suite names as answers (never archived when protected)."""
     multi_valued_predicates: tuple[str, ...] = ()
     """Triple predicates that may hold several objects at once (monthly-maintenance's option)."""
+    hermes_home: Path | None = None
+    """The agent's home (a child writing through Mnemosyne gets it as HERMES_HOME)."""
+    private_home: Path | None = None
+    """A dry run's private folder: the child's HERMES_HOME and HOME (nothing reaches the user's)."""
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The sleep stages' figures (``stats.sleep``): written by the stages, never read back."""
     edge_pass: EdgePass | None = None

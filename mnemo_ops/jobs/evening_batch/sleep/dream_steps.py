@@ -1,8 +1,9 @@
-"""The evening batch's NREM and REM steps, after the four sleep steps of ``steps``.
+"""The evening batch's steps that may ask a model: graduation (after importance), NREM and REM
+(after the four sleep steps of ``steps``).
 
-Both share the run's `SleepRun` (``steps.sleep_run``) and one model layer (``mnemo_ops.models``), opened
+They share the run's `SleepRun` (``steps.sleep_run``) and one model layer (``mnemo_ops.models``), opened
 by the first of them and closed when the batch ends; ``stats.model`` holds the layer's figures
-(``tasks.summary`` for NREM, ``tasks.judgement`` for REM).
+(``tasks.graduation``, ``tasks.summary`` for NREM, ``tasks.judgement`` for REM).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from mnemo_ops.core import state
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.jobs.evening_batch.consolidation.batch import BatchState
-from mnemo_ops.jobs.evening_batch.sleep import edges, nrem, rem, store
+from mnemo_ops.jobs.evening_batch.sleep import edges, graduation, nrem, rem, store
 from mnemo_ops.jobs.evening_batch.sleep.context import SleepRun
 from mnemo_ops.jobs.evening_batch.sleep.steps import sleep_run
 from mnemo_ops.models import ModelLayer
@@ -39,6 +40,21 @@ def model_layer(ctx: JobContext, batch: BatchState, run: SleepRun) -> ModelLayer
         )
         run.carry[LAYER_KEY] = layer
     return layer
+
+
+def graduation_step(ctx: JobContext, batch: BatchState) -> None:
+    """Make the owner's statements of fact global rows every later conversation receives
+    (``sleep.graduate``; ``graduation``)."""
+    run = sleep_run(ctx, batch)
+    if run is None:
+        return
+    if not run.options.graduate:
+        run.stats["graduation"] = {"enabled": False}
+        ctx.count("statements_graduated", 0)
+        return
+    layer = model_layer(ctx, batch, run)
+    run.stats["graduation"] = graduation.graduate(run, layer)
+    ctx.result.stats["model"] = layer.stats()
 
 
 def nrem_step(ctx: JobContext, batch: BatchState) -> None:

@@ -78,6 +78,14 @@ def candidates(run: SleepRun, state_db, limit: int | None = None) -> list[dict[s
         if run.options.forget_keeps_facts
         else ""
     )
+    # A source of a graduated row is never archived: the row names it as its lineage.
+    protected |= {
+        row[0]
+        for row in state_db.conn.execute(
+            f"SELECT s.memory_key FROM {store.GRADUATION_SOURCES} s JOIN {store.GRADUATION} g "
+            "ON g.id = s.graduation_id WHERE g.restored_at IS NULL AND g.applied >= 0"
+        )
+    }
     chosen: list[dict[str, Any]] = []
     for row in store.rows(
         state_db,

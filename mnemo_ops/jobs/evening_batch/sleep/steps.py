@@ -4,6 +4,8 @@
    linked, proven contradictions closed (``reinforcement``);
 2. ``importance``: the user's own statements raised past the Hermes plugin's importance cut
    (``importance``);
+   (then ``graduation``, in ``dream_steps`` since it may ask the model: the owner's statements
+   made global rows every later conversation receives);
 3. ``prominence``: prominence, utility and band of every memory (``decay``);
 4. ``forgetting``: tonight's archive candidates stamped ``valid_until`` (``forgetting``);
 5. ``edges``: our edges strengthened and downscaled (``edges``).
@@ -98,9 +100,11 @@ def sleep_run(ctx: JobContext, batch: BatchState) -> SleepRun | None:
         copies = scratch.make(ctx.settings.db_path, ctx.settings.state_db_path)
         batch.cleanups.append(copies.remove)
         db_path, state_db_path, before_write = copies.db_path, copies.state_db_path, _nothing
+        hermes_home, private_home = copies.folder / "hermes", copies.folder
     else:
         db_path, state_db_path = ctx.settings.db_path, ctx.settings.state_db_path
         before_write = ctx.before_write
+        hermes_home, private_home = ctx.settings.hermes_home, None
     night = night_of(now)
     run = SleepRun(
         db_path=db_path,
@@ -113,6 +117,8 @@ def sleep_run(ctx: JobContext, batch: BatchState) -> SleepRun | None:
         before_write=before_write,
         eval_answers=answers,
         multi_valued_predicates=tuple(ctx.settings.monthly_maintenance.multi_valued_predicates),
+        hermes_home=hermes_home,
+        private_home=private_home,
     )
     ctx.result.stats["sleep"] = run.stats
     run.stats.update(

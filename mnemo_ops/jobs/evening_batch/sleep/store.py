@@ -16,6 +16,13 @@
   exactly the value before; ``applied`` as in ``sleep_archive``.
 - ``sleep_fact_holders``: the archive candidates forgetting kept because they are the only place
   a fact is held (the night it found so and the items), so later nights do not judge them again.
+- ``sleep_graduation``: each write of the graduation stage, recorded before it is made: a row
+  stored (the owner, the statement, its sources, the method, the row it became), a row reinforced
+  by a restatement, a row superseded by a changed fact; ``applied`` as in ``sleep_archive``,
+  ``restored_at`` when ``graduation.restore`` closed it.
+- ``sleep_graduation_sources``: every user row the graduation stage judged (graduated, merged into
+  a graduated row, or passed over), with the record it went into: read once, and a source of a
+  graduated row is never archived by forgetting.
 - ``sleep_cursors``: where a stage that reads new rows once stopped (the working memory rowid).
 - ``sleep_edge_journal``: the weight each of our edges had and gets tonight, written before the edge
   is, so a run killed halfway never scales an edge twice.
@@ -41,6 +48,8 @@ EDGE_JOURNAL = "sleep_edge_journal"
 IMPORTANCE = "sleep_importance"
 CURSORS = "sleep_cursors"
 FACT_HOLDERS = "sleep_fact_holders"
+GRADUATION = "sleep_graduation"
+GRADUATION_SOURCES = "sleep_graduation_sources"
 
 FORGOTTEN = "forgotten"
 CONTRADICTED = "contradicted"
@@ -87,6 +96,15 @@ _DDL = (
         restore_note TEXT)""",
     f"CREATE INDEX IF NOT EXISTS {IMPORTANCE}_night ON {IMPORTANCE}(night, applied)",
     f"CREATE TABLE IF NOT EXISTS {CURSORS} (name TEXT PRIMARY KEY, position INTEGER NOT NULL)",
+    f"""CREATE TABLE IF NOT EXISTS {GRADUATION} (
+        id INTEGER PRIMARY KEY, op TEXT NOT NULL, graduation_key TEXT NOT NULL, owner TEXT NOT NULL,
+        night TEXT NOT NULL, content TEXT, derived_from TEXT NOT NULL, said_on TEXT,
+        importance REAL, method TEXT, memory_id TEXT, replaced_by TEXT, recorded_at TEXT,
+        applied INTEGER NOT NULL DEFAULT 0,
+        restored_at TEXT, restore_note TEXT)""",
+    f"CREATE INDEX IF NOT EXISTS {GRADUATION}_night ON {GRADUATION}(night, applied)",
+    f"""CREATE TABLE IF NOT EXISTS {GRADUATION_SOURCES} (
+        memory_key TEXT PRIMARY KEY, graduation_id INTEGER, night TEXT NOT NULL, outcome TEXT)""",
     f"""CREATE TABLE IF NOT EXISTS {FACT_HOLDERS} (
         memory_key TEXT PRIMARY KEY, night TEXT NOT NULL, items TEXT)""",
 )

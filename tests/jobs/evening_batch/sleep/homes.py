@@ -7,7 +7,8 @@ through Mnemosyne's ``TripleStore`` and canonical facts through its ``CanonicalS
 database; then rows are aged (``days_ago``) and pinned as the spec says, the way the sample and the
 conversation homes age theirs. Returns the memory ids by the spec's keys.
 
-A memory: ``{"key", "content", "session", "source", "importance", "veracity", "days_ago", "pinned"}``.
+A memory: ``{"key", "content", "session", "source", "importance", "veracity", "days_ago", "pinned",
+"author"}`` (``author``: the row's ``author_id``, as Mnemosyne stamps a beam's author).
 A triple: ``{"subject", "predicate", "object", "source_key"}`` (added in order: a later one with the
 same subject and predicate closes the earlier, as Mnemosyne's TripleStore does).
 A canonical fact: ``{"category", "name", "body", "source_key", "source_prefix"}`` (a prefix
@@ -100,6 +101,11 @@ def _write(db_path: Path, spec: dict) -> dict[str, str]:
                 connection.execute(
                     "UPDATE working_memory SET timestamp = ?2, created_at = ?2 WHERE id = ?1",
                     (ids[memory["key"]], moment.isoformat()),
+                )
+            if memory.get("author"):
+                connection.execute(
+                    "UPDATE working_memory SET author_id = ? WHERE id = ?",
+                    (memory["author"], ids[memory["key"]]),
                 )
             if memory.get("pinned"):
                 connection.execute(
