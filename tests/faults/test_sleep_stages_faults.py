@@ -18,7 +18,7 @@ from freezegun import freeze_time
 from mnemo_ops.core import state
 from mnemo_ops.jobs.evening_batch.sleep import edges, store
 from tests.conftest import copy_sample
-from tests.jobs.evening_batch.sleep.conftest import query, run_sleep, settings_for
+from tests.jobs.evening_batch.sleep.conftest import chatter, query, run_sleep, settings_for
 from tests.jobs.evening_batch.sleep.homes import build
 from tests.jobs.evening_batch.sleep.test_reinforcement import (
     CANONICAL,
@@ -34,7 +34,8 @@ WRITER = Path(__file__).with_name("live_writer.py")
 CHATTER = [
     {
         "key": f"chatter-{number}",
-        "content": f"small talk number {number}, nothing to keep, ok bye",
+        # Content-free: forgetting archives only rows that carry no fact.
+        "content": chatter(number),
         "importance": 0.1,
         "days_ago": 150,
         "session": f"old-{number % 4}",
