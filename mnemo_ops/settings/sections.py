@@ -148,9 +148,10 @@ class SleepOptions(Section):
     )
     importance_rows_per_run: NonNegativeInt = option(1000, "importances raised per run at most")
     graduate: bool = option(
-        True,
-        "false: nothing the owner said is made a global row for every later conversation "
-        "(docs/sleep-stages.md, graduation)",
+        False,
+        "true: the owner's statements of fact become global rows every later conversation "
+        "receives (docs/sleep-stages.md, graduation); off by default until the recall guard "
+        "accepts it on homes like yours: its global rows can outrank other rows in a session",
     )
     graduate_per_night: NonNegativeInt = option(
         20, "statements made global per night at most (restatements merged do not count)"

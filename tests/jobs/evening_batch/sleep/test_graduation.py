@@ -17,9 +17,20 @@ from mnemo_ops.jobs.evening_batch.consolidation.batch import Step, run_steps
 from mnemo_ops.jobs.evening_batch.sleep import dream_steps, graduation, steps, store
 from mnemo_ops.mnemosyne import graduation as writer
 from tests.conftest import run_cli
-from tests.jobs.evening_batch.sleep.conftest import query, run_sleep, settings_for
+from tests.jobs.evening_batch.sleep.conftest import query, run_sleep
+from tests.jobs.evening_batch.sleep.conftest import settings_for as plain_settings_for
 from tests.jobs.evening_batch.sleep.homes import build
 from tests.models.plugin import calls, registered_test_models
+
+
+def settings_for(layout, tmp_path, config: str = ""):
+    """The sleep tests' settings with graduation turned on (it is opt-in) and `config` (YAML)."""
+    if "sleep:\n" in config:
+        config = config.replace("sleep:\n", "sleep:\n  graduate: true\n", 1)
+    else:
+        config = "sleep:\n  graduate: true\n" + config
+    return plain_settings_for(layout, tmp_path, config)
+
 
 __all__ = ["registered_test_models"]  # the fixture, used by name below
 
