@@ -37,10 +37,10 @@ from mnemo_ops.mnemosyne.api import mnemosyne_environment  # noqa: E402
 FORMER = r"""
 import json, sys
 from pathlib import Path
-from mnemo_ops.database import mnemosyne_api
-from mnemo_ops.jobs.evening_batch.consolidation.child import _choose_model
+from mnemo_ops.mnemosyne import api as mnemosyne_api
+from mnemo_ops.mnemosyne.sleep import choose_model
 db_path = Path(sys.argv[1])
-_choose_model("aaak")
+choose_model("aaak")
 with mnemosyne_api.schema_initialisation_skipped():
     from mnemosyne.core.memory import Mnemosyne
     memory = Mnemosyne(session_id="mnemo-ops", db_path=db_path)

@@ -300,6 +300,23 @@ def test_core_holds_the_job_lifecycle_only():
     assert core <= set(LIFECYCLE)
 
 
+def test_only_the_mnemosyne_room_imports_mnemosyne():
+    assert mnemosyne_imports() == []
+
+
+def test_the_mnemosyne_check_catches_a_lazy_import_outside_the_room(tmp_path):
+    copy = tmp_path / "mnemo_ops"
+    (copy / "jobs" / "backup").mkdir(parents=True)
+    (copy / "mnemosyne").mkdir()
+    (copy / "jobs" / "backup" / "job.py").write_text(
+        "def run(ctx):\n    from mnemosyne.core.memory import Mnemosyne\n"
+    )
+    (copy / "mnemosyne" / "api.py").write_text(
+        "import mnemosyne.core.memory\nimport mnemosyne_hermes\n"
+    )
+    assert mnemosyne_imports(copy) == ["mnemo_ops.jobs.backup.job:2 imports mnemosyne.core.memory"]
+
+
 def test_the_house_keeps_its_shape():
     """About a dozen rooms on at most nine floors with few arrows (docs/architecture.md)."""
     shape = house_map(import_graph())

@@ -65,6 +65,9 @@ class CheckpointOutcome:
     problems: list[str]
     source_corrupt: bool
     stats: dict[str, Any]
+    """The figures for the job's result (output only: read the fields above and below instead)."""
+    state_db_problem: str | None = None
+    """What ``integrity_check`` found wrong in the copy of state.db (None: fine, or no state.db)."""
 
 
 def _unique_name(
@@ -532,8 +535,10 @@ def create_checkpoint(
     if layout == DEDUPLICATED:
         stats["size_bytes"] += database_info["new_bytes"]
         stats.update({key: database_info[key] for key in ("new_pages", "new_bytes", "chunk_count")})
+    state_db_problem = None
     if state_info.get("present") and state_info.get("integrity_check") != "ok":
-        stats["state_db_problem"] = state_info.get("integrity_check")
+        state_db_problem = state_info.get("integrity_check")
+        stats["state_db_problem"] = state_db_problem
     return CheckpointOutcome(
-        name, destination, not problems, manifest, problems, source_corrupt, stats
+        name, destination, not problems, manifest, problems, source_corrupt, stats, state_db_problem
     )

@@ -96,6 +96,7 @@ def create(payload: dict[str, Any]) -> dict[str, Any]:
         "problems": outcome.problems,
         "source_corrupt": outcome.source_corrupt,
         "stats": outcome.stats,
+        "state_db_problem": outcome.state_db_problem,
     }
 
 

@@ -38,6 +38,10 @@ class JobContext:
     progress: ProgressReporter = dataclasses.field(default_factory=lambda: ProgressReporter(False))
     checkpoint_hook: Callable[[JobContext], str | None] | None = None
     lock_release: Callable[[], None] | None = None
+    not_needed: str | None = None
+    """Why the job's preflight found nothing to do (``guard.recall_guard.mark_not_needed``), else
+    None: the guard then makes no trial, and the job returns without writing. Set on this context
+    only (the guard's trial runs the job on a fresh one)."""
     _checkpoint_taken: bool = False
 
     @property

@@ -90,13 +90,16 @@ class Trial:
 
 def mark_not_needed(ctx: JobContext, reason: str) -> None:
     """Called by a job's preflight that found nothing to do: the guard then makes no trial (the job
-    changes nothing, so there is nothing to measure) and the job sees the mark and returns."""
+    changes nothing, so there is nothing to measure) and the job sees the mark and returns.
+
+    The mark is ``ctx.not_needed``; ``stats.guard`` only records it for the output."""
+    ctx.not_needed = reason
     ctx.result.stats["guard"] = {"verdict": NOT_NEEDED, "reason": reason}
 
 
 def is_marked_not_needed(ctx: JobContext) -> bool:
-    """True when the run's preflight called `mark_not_needed`."""
-    return (ctx.result.stats.get("guard") or {}).get("verdict") == NOT_NEEDED
+    """True when the run's preflight called `mark_not_needed` (``ctx.not_needed`` holds its reason)."""
+    return ctx.not_needed is not None
 
 
 def guard_folder(settings: Settings) -> Path:

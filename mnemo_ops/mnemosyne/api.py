@@ -226,3 +226,28 @@ def close_mnemosyne_connections() -> None:
         if connection is not None:
             connection.close()
             local.conn = None
+
+
+def filter_reason(content: str) -> str | None:
+    """Why Mnemosyne's write filter would refuse `content` (None when it would write it).
+
+    The filter ``Mnemosyne.remember`` applies first (``MNEMOSYNE_IGNORE_PATTERNS``,
+    ``MNEMOSYNE_WRITE_CLASSIFIER``): ``mnemosyne.core.filters`` is pure (no database, no files), so
+    dry runs use it too.
+    """
+    from mnemosyne.core.filters import should_remember
+
+    allowed, decision = should_remember(content)
+    return None if allowed else (decision.reason or "rejected")
+
+
+def open_canonical_store(db_path: Path):
+    """Mnemosyne's ``CanonicalStore`` (its canonical facts) on `db_path`, on a connection of its own.
+
+    Its ``remember(owner, category, name, body, ...)`` upserts one fact: created, unchanged (an
+    identical body), or updated (the old row closed, version + 1). Only for a child process whose
+    environment is already set; the caller closes ``store.conn``.
+    """
+    from mnemosyne.core.canonical import CanonicalStore
+
+    return CanonicalStore(db_path=db_path)

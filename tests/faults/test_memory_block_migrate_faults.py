@@ -59,8 +59,8 @@ def _migrate_process(sample, config) -> subprocess.Popen:
     )
 
 
-STORE_WORKER = b"block_migration.store_worker"
-RECALL_WORKER = b"engines.mnemosyne_worker"
+STORE_WORKER = b"mnemo_ops.jobs.memory_block_migrate.store_worker"
+RECALL_WORKER = b"mnemo_ops.mnemosyne.worker"
 
 
 def _child_running(pid: int, module: bytes) -> bool:

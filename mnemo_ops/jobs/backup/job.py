@@ -231,10 +231,10 @@ def run(ctx: JobContext) -> JobResult:
     ctx.result.stats["removed"] = removed
     if _compacts(settings):
         _compact(ctx)
-    if "state_db_problem" in outcome.stats:
+    if outcome.state_db_problem is not None:
         ctx.warn(
             "state-db-damaged",
-            f"{settings.state_db_path} fails integrity_check: {outcome.stats['state_db_problem']}",
+            f"{settings.state_db_path} fails integrity_check: {outcome.state_db_problem}",
             severity="error",
         )
     copied = next(

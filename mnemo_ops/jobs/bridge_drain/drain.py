@@ -12,15 +12,10 @@ import apsw
 
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.foundation.clock import isoformat, utc_now
-from mnemo_ops.jobs.bridge_drain.ingest import (
-    KEYS_TABLE,
-    Ingestor,
-    KnownRow,
-    content_exists,
-    filter_reason,
-)
+from mnemo_ops.jobs.bridge_drain.ingest import KEYS_TABLE, Ingestor, KnownRow, content_exists
 from mnemo_ops.jobs.bridge_drain.items import FileRejected, Item, RejectedItem, parse_file
 from mnemo_ops.jobs.bridge_drain.spool import Spool
+from mnemo_ops.mnemosyne.api import filter_reason
 from mnemo_ops.settings.job_sections import BridgeDrainOptions
 
 REJECTION_WARNINGS_SHOWN = 20  # one warning per problem, then a summary line

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-import time
 from typing import Any
 
 import apsw
@@ -25,11 +24,10 @@ from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.state import StateTable
 from mnemo_ops.database import transactions
 from mnemo_ops.jobs.bridge_drain.items import BRIDGE_METADATA_KEY, Item
+from mnemo_ops.mnemosyne import writes
 from mnemo_ops.mnemosyne.api import close_mnemosyne_connections, open_mnemosyne
 
 KEYS_TABLE = "bridge_keys"
-LOCK_RETRY_ATTEMPTS = 8
-LOCK_RETRY_BACKOFF_S = 0.05
 
 
 @dataclasses.dataclass
@@ -145,58 +143,40 @@ class Ingestor:
                     connections.append(connection)
         return connections
 
-    def end_transactions(self, rollback: bool = False) -> None:
-        """Leave no transaction open on Mnemosyne's connections (Python's sqlite3 opens one implicitly).
-
-        A transaction left open holds a read snapshot; once another connection commits, that
-        connection's next write fails at once with "database is locked" (SQLITE_BUSY_SNAPSHOT),
-        which the busy timeout does not cover. After a lock error the attempt is rolled back (the
-        retry starts from a key lookup); otherwise whatever Mnemosyne left pending is committed, as
-        its own next commit would have done.
-        """
-        for connection in self._mnemosyne_connections():
-            if connection.in_transaction:
-                if rollback:
-                    connection.rollback()
-                else:
-                    connection.commit()
+    def end_transactions(self) -> None:
+        """Leave no transaction open on Mnemosyne's connections: commit whatever Mnemosyne left
+        pending, as its own next commit would have done (``mnemosyne.writes`` says why)."""
+        writes.end_transactions(self._mnemosyne_connections())
 
     def remember(self, item: Item, file_name: str) -> tuple[str, str | None]:
         """Store one item; return (outcome, memory id) with outcome ingested | merged | filtered.
 
-        A lock error (the live agent holds the write lock at an unlucky moment) rolls the attempt
-        back; before trying again the item's key is looked up in the database, because remember
-        (Mnemosyne 3.15) commits the working_memory row before its other writes: a row already there
-        is this item's, so the item counts as ingested and only its legacy row is repaired when
-        missing. (4.0's remember writes an item in one transaction; the lookup then finds nothing.)
+        Through ``mnemosyne.writes.write_once``: a lock error (the live agent holds the write lock
+        at an unlucky moment) rolls the attempt back; before trying again the item's key is looked
+        up in the database, because remember (Mnemosyne 3.15) commits the working_memory row before
+        its other writes: a row already there is this item's, so the item counts as ingested and
+        only its legacy row is repaired when missing. (4.0's remember writes an item in one
+        transaction; the lookup then finds nothing.)
         """
         memory = self._memory(item.session_id)
-        for attempt in range(1, LOCK_RETRY_ATTEMPTS + 1):
-            self.end_transactions()
-            if attempt > 1:
-                stored = self.stored_row(item.idempotency_key)
-                if stored is not None:
-                    self._note("lock_retries_found_stored")
-                    if not stored.has_legacy_row:
-                        self.repair_legacy_row(stored.memory_id)
-                    memory_id = stored.memory_id
-                    break
-            try:
-                memory_id = memory.remember(
-                    item.content,
-                    source=item.source,
-                    importance=item.importance,
-                    veracity=item.veracity,
-                    metadata=item.row_metadata(file_name),
-                )
-                break
-            except sqlite3.Error as error:
-                self.end_transactions(rollback=True)
-                if not transactions.is_busy_error(error) or attempt == LOCK_RETRY_ATTEMPTS:
-                    raise
-                self._note("lock_retries")
-                time.sleep(LOCK_RETRY_BACKOFF_S * attempt)
-        self.end_transactions()
+        written = writes.write_once(
+            lambda: memory.remember(
+                item.content,
+                source=item.source,
+                importance=item.importance,
+                veracity=item.veracity,
+                metadata=item.row_metadata(file_name),
+            ),
+            self._mnemosyne_connections,
+            find=lambda: self.stored_row(item.idempotency_key),
+            on_retry=lambda: self._note("lock_retries"),
+        )
+        memory_id = written.value
+        if written.found is not None:
+            self._note("lock_retries_found_stored")
+            if not written.found.has_legacy_row:
+                self.repair_legacy_row(written.found.memory_id)
+            memory_id = written.found.memory_id
         if memory_id is None:
             return "filtered", None
         stored = first_row(
@@ -226,20 +206,9 @@ class Ingestor:
         close_mnemosyne_connections()
 
     def repair_legacy_row(self, memory_id: str) -> None:
-        """Write the legacy ``memories`` row of a row whose drain was killed inside remember.
-
-        ``Mnemosyne.remember`` (3.15) commits the working_memory row (with our key) first and its
-        legacy ``memories`` row in a second commit; a kill in between leaves the key present and the
-        legacy row missing (4.0 commits both at once). This is the row remember would have
-        written (same id, content, fields).
-        """
-        transactions.write_statement(
-            self.connection,
-            "INSERT OR IGNORE INTO memories (id, content, source, timestamp, session_id, importance, "
-            "metadata_json) SELECT id, content, source, timestamp, session_id, importance, metadata_json "
-            "FROM working_memory WHERE id = ?",
-            (memory_id,),
-        )
+        """Write the legacy ``memories`` row of a row whose drain was killed (or hit a lock error)
+        inside remember, between its two commits (``mnemosyne.writes.repair_legacy_row``)."""
+        writes.repair_legacy_row(self.connection, memory_id)
 
     def set_memory_type(self, memory_id: str, memory_type: str) -> None:
         """Apply the producer's memory_type over Mnemosyne's own classification (remember has no such
@@ -255,17 +224,6 @@ def open_ingest_connection(path) -> sqlite3.Connection:
     """Our connection for the ingest phase: Python's sqlite3 (the SQLite library Mnemosyne uses),
     autocommit, explicit ``BEGIN IMMEDIATE`` for writes, the same 5 s busy timeout."""
     return sqlite3.connect(str(path), timeout=database.BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-
-
-def filter_reason(content: str) -> str | None:
-    """Why Mnemosyne's write filter would refuse `content` (None when it would write it).
-
-    ``mnemosyne.core.filters`` is pure (no database, no files), so dry runs use it too.
-    """
-    from mnemosyne.core.filters import should_remember
-
-    allowed, decision = should_remember(content)
-    return None if allowed else (decision.reason or "rejected")
 
 
 def content_exists(connection: apsw.Connection, session_id: str, content: str) -> bool:

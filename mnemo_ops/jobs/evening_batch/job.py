@@ -18,7 +18,7 @@ from mnemo_ops.core import state
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import JobResult, Severity
 from mnemo_ops.foundation.clock import local_now, utc_now
-from mnemo_ops.guard.recall_guard import mark_not_needed
+from mnemo_ops.guard.recall_guard import is_marked_not_needed, mark_not_needed
 from mnemo_ops.jobs.evening_batch.consolidation import steps as memory_steps
 from mnemo_ops.jobs.evening_batch.consolidation.batch import Step, run_steps
 from mnemo_ops.jobs.evening_batch.sleep import dream_steps, triggers
@@ -43,7 +43,11 @@ STEPS: tuple[Step, ...] = (
 
 
 def preflight(ctx: JobContext) -> None:
-    """Decide the adaptive triggers (before the recall guard's trial) and record the decision."""
+    """Decide the adaptive triggers (before the recall guard's trial) and record the decision.
+
+    ``stats.sleep_triggers`` records it for the output and the ledger (where later nights read the
+    last sleep); a night without sleep is passed on to `run` and the guard as the not-needed mark
+    (``ctx.not_needed``), never read back from the stats."""
     connection = ctx.open_db(readonly=True)
     ledger = state.open_state_readonly(ctx.settings.state_db_path)
     try:
@@ -70,7 +74,6 @@ def preflight(ctx: JobContext) -> None:
 
 def run(ctx: JobContext) -> JobResult:
     """Run the evening batch (see the module docstring)."""
-    decision = ctx.result.stats.get(TRIGGERS_KEY)
-    if decision is not None and not decision["sleep"]:
+    if is_marked_not_needed(ctx):
         return ctx.result  # --if-needed and no trigger fired: nothing to do, nothing written
     return run_steps(ctx, STEPS)

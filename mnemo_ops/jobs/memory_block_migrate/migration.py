@@ -81,6 +81,67 @@ class BlockWork:
     plan: planning.BlockPlan
 
 
+@dataclasses.dataclass(frozen=True)
+class Rewritten:
+    """What the rewrite did to one block: the entries it moved out, the block's size after (in
+    characters and as a share of its limit) and the quarantine id of the file as it was."""
+
+    moved: int
+    chars_after: int
+    percent_after: float
+    quarantine_id: str | None
+
+    def to_stats(self) -> dict[str, Any]:
+        """The rewrite's figures in ``stats.blocks.<name>``."""
+        return {
+            "moved": self.moved,
+            "chars_after": self.chars_after,
+            "percent_after": self.percent_after,
+            "quarantine_id": self.quarantine_id,
+        }
+
+
+@dataclasses.dataclass
+class BlockFigures:
+    """One block's entry in ``stats.blocks``: its file missing, refused, or its plan's figures and
+    then what the rewrite did."""
+
+    missing_limit: int | None = None
+    """The limit of a block whose file is missing."""
+    refused: str | None = None
+    """The problem's code of a file refused (when read, or when rewritten)."""
+    plan: dict[str, Any] | None = None
+    """The plan's figures (``BlockPlan.to_stats`` with ``limit_source``; previews in a real run)."""
+    rewritten: Rewritten | None = None
+
+    def to_stats(self) -> dict[str, Any]:
+        """``stats.blocks.<name>``: the rewrite's figures update the plan's (``chars_after``, ...)."""
+        if self.refused is not None:
+            return {"refused": self.refused}
+        if self.missing_limit is not None:
+            return {"missing": True, "limit": self.missing_limit}
+        return {**(self.plan or {}), **(self.rewritten.to_stats() if self.rewritten else {})}
+
+
+@dataclasses.dataclass
+class Rounds:
+    """The rounds of store and recall (``stats.verification``): the sessions recalled in, the rounds
+    run, the recall engine's description (once a round ran) and the entries recalled."""
+
+    sessions: list[str]
+    rounds: int = 0
+    engine: dict[str, Any] | None = None
+    recalled: int = 0
+
+    def to_stats(self) -> dict[str, Any]:
+        """``stats.verification`` (``engine`` only when a round ran)."""
+        stats: dict[str, Any] = {"sessions": self.sessions, "rounds": self.rounds}
+        if self.rounds:
+            stats["engine"] = self.engine
+        stats["recalled"] = self.recalled
+        return stats
+
+
 def _close_row(ctx: JobContext, memory_id: str) -> None:
     """Close a stored entry that recall does not bring back (the entry stays in its file).
 
@@ -118,7 +179,11 @@ class Migration:
         self.excluded: set[str] = set()
         self.verified: dict[str, tuple[str, str, str]] = {}  # key -> (block, text, memory id)
         self.failed: set[str] = set()
-        self.stats: dict[str, Any] = {"blocks": {}}
+        self.blocks: dict[str, BlockFigures] = {}
+        """Each block's figures, in the order the run came to them (``stats.blocks``)."""
+        self.rounds: Rounds | None = None
+        self.session: str | None = None
+        """The Mnemosyne session the entries were stored in (a real run)."""
         self.state_db = None
         self.latest_session: str | None = None
         self.schema_gaps: list[str] = []
@@ -144,7 +209,7 @@ class Migration:
             limit = self.limits.of(name)
             block = read_block(folder / name, limit)
             if block is None:
-                self.stats["blocks"][name] = {"missing": True, "limit": limit}
+                self.blocks[name] = BlockFigures(missing_limit=limit)
                 continue
             if isinstance(block, BlockProblem):
                 self._refused(block)
@@ -163,7 +228,7 @@ class Migration:
             )
 
     def _refused(self, problem: BlockProblem) -> None:
-        self.stats["blocks"][problem.name] = {"refused": problem.code}
+        self.blocks[problem.name] = BlockFigures(refused=problem.code)
         self.ctx.warn(
             f"memory-block-{problem.code}",
             problem.message,
@@ -201,12 +266,12 @@ class Migration:
         """Rounds of store + recall until every chosen entry is verified or failed."""
         session = session_for_run(f"{self.now:%Y%m%dT%H%M%SZ}")
         sessions = sessions_to_verify(self.latest_session)
-        verification: dict[str, Any] = {"sessions": sessions, "rounds": 0}
+        rounds = Rounds(sessions=sessions)
         for _ in range(self.options.max_rounds):
             pending = self.pending()
             if not pending:
                 break
-            verification["rounds"] += 1
+            rounds.rounds += 1
             self._store([c for c in pending if c.key not in self.stored], session)
             items = [
                 ToVerify(c.key, self.stored[c.key].memory_id, c.text)
@@ -220,7 +285,7 @@ class Migration:
                 sessions,
                 self.options.recall_profile,
             )
-            verification["engine"] = engine
+            rounds.engine = engine
             by_key = {c.key: c for c in pending}
             for key, result in results.items():
                 candidate = by_key[key]
@@ -234,9 +299,8 @@ class Migration:
                     self._not_recalled(candidate, self.stored[key].memory_id, result.ranks)
             for work in self.works.values():
                 work.plan = self._plan(work.block, work.limit, work.first_seen)
-        verification["recalled"] = len(self.verified)
-        self.stats["verification"] = verification
-        self.stats["session"] = session
+        rounds.recalled = len(self.verified)
+        self.rounds, self.session = rounds, session
 
     def _store(self, candidates: list[planning.Candidate], session: str) -> None:
         if not candidates:
@@ -377,14 +441,11 @@ class Migration:
         if outcome.removed:
             self.ctx.count("blocks_rewritten")
             self.ctx.count("entries_moved", len(outcome.removed))
-        figures = self.stats["blocks"][name]
-        figures.update(
-            {
-                "moved": len(outcome.removed),
-                "chars_after": outcome.chars_after,
-                "percent_after": round(100 * outcome.chars_after / self.works[name].limit, 1),
-                "quarantine_id": outcome.quarantine_id,
-            }
+        self.blocks[name].rewritten = Rewritten(
+            moved=len(outcome.removed),
+            chars_after=outcome.chars_after,
+            percent_after=round(100 * outcome.chars_after / self.works[name].limit, 1),
+            quarantine_id=outcome.quarantine_id,
         )
         if outcome.changed_meanwhile or outcome.kept_as_last:
             left = len(outcome.changed_meanwhile) + len(outcome.kept_as_last)
@@ -435,7 +496,7 @@ class Migration:
                     {**item, "text": preview(item["text"])} for item in figures["moving"]
                 ]
             figures["limit_source"] = self.limits.sources[name]
-            self.stats["blocks"][name] = figures
+            self.blocks[name] = BlockFigures(plan=figures)
             if not plan.triggered:
                 self.ctx.warn(
                     "memory-block-size",
@@ -454,6 +515,17 @@ class Migration:
                     Severity.WARNING,
                     fix="memory_block_migrate.keep_patterns, or edit the file by hand",
                 )
+
+    def to_stats(self) -> dict[str, Any]:
+        """The run's figures for ``stats``: ``blocks``, then (a real run) ``verification`` and
+        ``session``."""
+        stats: dict[str, Any] = {
+            "blocks": {name: figures.to_stats() for name, figures in self.blocks.items()}
+        }
+        if self.rounds is not None:
+            stats["verification"] = self.rounds.to_stats()
+            stats["session"] = self.session
+        return stats
 
     def dry_run_listing(self) -> None:
         """What a real run would do: the counts, each block's sizes before and after, and every
@@ -511,7 +583,7 @@ def run(ctx: JobContext) -> JobResult:
             migration.store_and_verify()
             migration.summarise_plans()
             migration.rewrite()
-        ctx.result.stats.update(migration.stats)
+        ctx.result.stats.update(migration.to_stats())
     finally:
         if migration.state_db is not None:
             migration.state_db.close()

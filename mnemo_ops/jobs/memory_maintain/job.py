@@ -138,6 +138,26 @@ def _owner(ctx: JobContext, connection) -> tuple[str, bool]:
     return installed.owner or ctx.settings.owner, installed.up_to_date
 
 
+@dataclasses.dataclass(frozen=True)
+class CanonicalPass:
+    """The backstop's pass (``stats.canonical``): whose lineages, incremental or full, what its
+    plan found, and the share of it this run changes (``backstop_max_rows``)."""
+
+    owner: str
+    incremental: bool
+    plan: backstop.BackstopPlan
+    this_run: backstop.BackstopPlan
+
+    def to_stats(self) -> dict[str, Any]:
+        """``stats.canonical``: owner, mode, the plan's counts, then ``this_run``."""
+        return {
+            "owner": self.owner,
+            "mode": "incremental" if self.incremental else "full",
+            **self.plan.to_stats(),
+            "this_run": self.this_run.size,
+        }
+
+
 def _backstop(ctx: JobContext, connection) -> None:
     owner, trigger_current = _owner(ctx, connection)
     now = local_timestamp()
@@ -154,11 +174,6 @@ def _backstop(ctx: JobContext, connection) -> None:
     plan = backstop.plan(
         connection, owner, now, after_rowid=link_state.backstop_mark if incremental else None
     )
-    ctx.result.stats["canonical"] = {
-        "owner": owner,
-        "mode": "incremental" if incremental else "full",
-        **plan.to_stats(),
-    }
     if plan.slot_taken:
         ctx.warn(
             "canonical-slot-taken",
@@ -171,7 +186,9 @@ def _backstop(ctx: JobContext, connection) -> None:
     # a pass is complete.
     this_run = plan.limited(ctx.options.backstop_max_rows)
     capped = this_run.size < plan.size
-    ctx.result.stats["canonical"]["this_run"] = this_run.size
+    ctx.result.stats["canonical"] = CanonicalPass(
+        owner=owner, incremental=incremental, plan=plan, this_run=this_run
+    ).to_stats()
     if capped:
         ctx.warn(
             "canonical-backstop-capped",

@@ -177,15 +177,18 @@ def apply_repairs(ctx: JobContext, audit: checks.Audit, options: dict[str, Any])
             done["vectors_reembedded"] = _reembed(ctx, connection, audit.vectors_missing)
         if any(checks.planned_index_writes(audit)):
             done["vectors_indexed"], done["episode_vectors_added"] = _index(ctx, audit)
-        ctx.result.stats["maintenance"] = repairs.optimize(
+        upkeep = repairs.optimize(
             connection,
             _fts_tables(connection),
             options.fts_merge_pages,
             options.fts_merge_max_steps,
         )
-        if ctx.options.vacuum:
-            repairs.vacuum(connection)
-            ctx.result.stats["maintenance"]["vacuum"] = True
+        try:
+            if ctx.options.vacuum:
+                repairs.vacuum(connection)
+                upkeep.vacuum = True
+        finally:  # a VACUUM that fails still leaves the upkeep's figures
+            ctx.result.stats["maintenance"] = upkeep.to_stats()
     finally:
         connection.close()
     return done

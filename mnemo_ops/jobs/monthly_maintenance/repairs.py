@@ -8,6 +8,7 @@ data re-derived from the rows.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -198,14 +199,42 @@ def refresh_statistics(connection: apsw.Connection) -> bool | str:
     return True
 
 
+@dataclasses.dataclass
+class Upkeep:
+    """The upkeep after the repairs (``stats.maintenance``).
+
+    - `optimize`: ``refresh_statistics``'s answer (True, or why it was skipped);
+    - `fts_merge_steps`: per FTS5 table, the 'merge' steps run (or why merging stopped);
+    - `wal_checkpoint`: ``PRAGMA wal_checkpoint(PASSIVE)``'s ``busy``, ``log_frames`` and
+      ``checkpointed_frames``;
+    - `vacuum`: VACUUM ran (only with ``--vacuum``).
+    """
+
+    optimize: bool | str
+    fts_merge_steps: dict[str, int | str]
+    wal_checkpoint: dict[str, int]
+    vacuum: bool = False
+
+    def to_stats(self) -> dict[str, Any]:
+        """``stats.maintenance`` (``vacuum`` only when it ran)."""
+        stats: dict[str, Any] = {
+            "optimize": self.optimize,
+            "fts_merge_steps": self.fts_merge_steps,
+            "wal_checkpoint": self.wal_checkpoint,
+        }
+        if self.vacuum:
+            stats["vacuum"] = True
+        return stats
+
+
 def optimize(
     connection: apsw.Connection, fts_tables: list[str], merge_pages: int, max_steps: int
-) -> dict[str, Any]:
+) -> Upkeep:
     """PRAGMA optimize, FTS5 'merge' in bounded steps (each its own short transaction), WAL checkpoint.
 
     A 'merge' step that changes fewer than 2 rows found nothing left to merge (FTS5 documentation).
     """
-    report: dict[str, Any] = {"optimize": refresh_statistics(connection)}
+    optimized = refresh_statistics(connection)
     merges: dict[str, int | str] = {}
     for table in fts_tables:
 
@@ -225,14 +254,16 @@ def optimize(
             merges[table] = steps
         except apsw.BusyError:  # merging is an optimisation; a busy agent wins
             merges[table] = f"stopped after {steps - 1} steps: database busy"
-    report["fts_merge_steps"] = merges
     busy, log_frames, checkpointed = connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-    report["wal_checkpoint"] = {
-        "busy": busy,
-        "log_frames": log_frames,
-        "checkpointed_frames": checkpointed,
-    }
-    return report
+    return Upkeep(
+        optimize=optimized,
+        fts_merge_steps=merges,
+        wal_checkpoint={
+            "busy": busy,
+            "log_frames": log_frames,
+            "checkpointed_frames": checkpointed,
+        },
+    )
 
 
 def vacuum(connection: apsw.Connection) -> None:

@@ -8,7 +8,9 @@ findings and counts and changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
+from typing import Any
 
 from mnemo_ops import database
 from mnemo_ops.core.context import JobContext
@@ -20,6 +22,44 @@ from mnemo_ops.jobs.nightly_selfcare.audits import AUDIT_MODULES, run_audit
 from mnemo_ops.memory_blocks import entry_history
 from mnemo_ops.memory_blocks.blocks import BLOCK_NAMES, Block, read_block
 from mnemo_ops.memory_blocks.limits import block_limits
+
+
+@dataclasses.dataclass
+class Staging:
+    """What staging found and did (``stats.staging``): candidates by rule and their bytes, then the
+    paths it would move (a dry run, or nothing to move) or the quarantine ids of those it moved
+    (at most 50 of either)."""
+
+    by_rule: dict[str, int]
+    bytes: int
+    files: list[str] | None = None
+    ids: list[str] | None = None
+
+    def to_stats(self) -> dict[str, Any]:
+        """``stats.staging`` (``files`` or ``ids`` only once known)."""
+        stats: dict[str, Any] = {"by_rule": self.by_rule, "bytes": self.bytes}
+        if self.files is not None:
+            stats["files"] = self.files
+        if self.ids is not None:
+            stats["ids"] = self.ids
+        return stats
+
+
+@dataclasses.dataclass
+class ReportWritten:
+    """The morning report (``stats.report``): its worst severity, its warnings, and the file it was
+    written to (a real run)."""
+
+    worst_severity: str | None
+    warnings: int
+    path: str | None = None
+
+    def to_stats(self) -> dict[str, Any]:
+        """``stats.report`` (``path`` only once the file is written)."""
+        stats: dict[str, Any] = {"worst_severity": self.worst_severity, "warnings": self.warnings}
+        if self.path is not None:
+            stats["path"] = self.path
+        return stats
 
 
 def _audit(ctx: JobContext, now: datetime) -> None:
@@ -93,19 +133,17 @@ def _stage_expired(ctx: JobContext, now: datetime) -> None:
     by_rule: dict[str, int] = {}
     for candidate in candidates:
         by_rule[candidate.rule] = by_rule.get(candidate.rule, 0) + 1
-    ctx.result.stats["staging"] = {
-        "by_rule": by_rule,
-        "bytes": sum(candidate.size for candidate in candidates),
-    }
+    staging = Staging(by_rule=by_rule, bytes=sum(candidate.size for candidate in candidates))
     ctx.count("files_staged", len(candidates))
-    _repair_manifests(ctx)
-    if ctx.dry_run or not candidates:
-        ctx.result.stats["staging"]["files"] = [
-            str(candidate.path) for candidate in candidates[:50]
-        ]
-        return
-    staged, problems = quarantine.stage(ctx.settings, candidates, now)
-    ctx.result.stats["staging"]["ids"] = [entry["id"] for entry in staged[:50]]
+    try:
+        _repair_manifests(ctx)
+        if ctx.dry_run or not candidates:
+            staging.files = [str(candidate.path) for candidate in candidates[:50]]
+            return
+        staged, problems = quarantine.stage(ctx.settings, candidates, now)
+        staging.ids = [entry["id"] for entry in staged[:50]]
+    finally:  # what was found, even when moving it failed
+        ctx.result.stats["staging"] = staging.to_stats()
     for problem in problems:
         ctx.warn(
             "staging-failed", f"not staged: {problem}", "warning", fix="mnemo-ops quarantine list"
@@ -126,15 +164,14 @@ def _repair_manifests(ctx: JobContext) -> None:
 def _write_report(ctx: JobContext) -> None:
     """The morning report, including this run's own findings (the ledger row comes after the job)."""
     built = report.build_report(ctx.settings, current=ctx.result)
-    ctx.result.stats["report"] = {
-        "worst_severity": built.worst_severity,
-        "warnings": len(built.warnings),
-    }
+    written = ReportWritten(worst_severity=built.worst_severity, warnings=len(built.warnings))
     ctx.count("reports_written", 1)
-    if ctx.dry_run:
-        return
-    path = report_render.write_report_file(ctx.settings, built)
-    ctx.result.stats["report"]["path"] = str(path)
+    try:
+        if ctx.dry_run:
+            return
+        written.path = str(report_render.write_report_file(ctx.settings, built))
+    finally:  # the report's figures, even when writing its file failed
+        ctx.result.stats["report"] = written.to_stats()
 
 
 def run(ctx: JobContext) -> JobResult:

@@ -25,8 +25,6 @@ from typing import Any
 
 from mnemo_ops.foundation.child_process import child_main, send_progress
 
-LOCK_RETRY_ATTEMPTS = 8
-LOCK_RETRY_BACKOFF_S = 0.05
 AGENT_SHARE = 0.5
 """After each action, pause as long as it took, so the live agent gets its share of the write lock."""
 
@@ -54,11 +52,10 @@ class Writer:
 
     def close(self) -> None:
         """Commit whatever Mnemosyne left pending and close every connection."""
+        from mnemo_ops.mnemosyne import writes
         from mnemo_ops.mnemosyne.api import close_mnemosyne_connections
 
-        for connection in (self.memory.conn, self.memory.beam.conn):
-            if connection.in_transaction:
-                connection.commit()
+        writes.end_transactions(writes.mnemosyne_connections(self.memory))
         if self._canonical is not None:
             self._canonical.conn.close()
         self.connection.close()
@@ -80,13 +77,20 @@ class Writer:
         raise ValueError(f"unknown action {operation!r}")
 
     def store(self, action: dict[str, Any]) -> dict[str, Any]:
-        """Store a lesson, close the lessons it supersedes, write its canonical fact."""
+        """Store a lesson, close the lessons it supersedes, write its canonical fact.
+
+        The lesson is looked up by its key before it is stored and again before each retry after a
+        lock error (``mnemosyne.writes.write_once``): an attempt that committed the row before the
+        error (Mnemosyne 3.15 commits the row, then its legacy row) is found, not stored twice, and
+        its legacy row written if missing.
+        """
         from mnemo_ops.jobs.self_reflection.lessons import SOURCE, TRUST_TIER, VERACITY
+        from mnemo_ops.mnemosyne import writes
 
         existing = self._row_with_key(action["key"])
         memory_id = existing
         if memory_id is None:
-            memory_id = self._retry(
+            written = writes.write_once(
                 lambda: self.memory.remember(
                     action["content"],
                     source=SOURCE,
@@ -96,9 +100,13 @@ class Writer:
                     veracity=VERACITY,
                     trust_tier=TRUST_TIER,
                 ),
-                self.memory.conn,
-                self.memory.beam.conn,
+                lambda: writes.mnemosyne_connections(self.memory),
+                find=lambda: self._row_with_key(action["key"]),
             )
+            memory_id = written.value
+            if written.found is not None:
+                writes.repair_legacy_row(self.connection, written.found)
+                memory_id = written.found
         if memory_id is None:
             return {"filtered": True}
         closed = sum(self.close_row(old, memory_id) for old in action.get("closes") or [])
@@ -177,13 +185,18 @@ class Writer:
         return int(transactions.write_batch(self.connection, work))
 
     def canonical(self, fact: dict[str, Any], memory_id: str) -> str:
-        """Mnemosyne's canonical upsert: created, unchanged, or updated (old row closed, version + 1)."""
-        from mnemosyne.core.canonical import CanonicalStore
+        """Mnemosyne's canonical upsert: created, unchanged, or updated (old row closed, version + 1).
+
+        Retried while the database is locked (``mnemosyne.writes.write_once``) with no lookup: the
+        upsert is idempotent by itself (an identical body leaves the fact unchanged).
+        """
+        from mnemo_ops.mnemosyne import writes
+        from mnemo_ops.mnemosyne.api import open_canonical_store
 
         if self._canonical is None:
-            self._canonical = CanonicalStore(db_path=self.db_path)
+            self._canonical = open_canonical_store(self.db_path)
         store = self._canonical
-        row = self._retry(
+        written = writes.write_once(
             lambda: store.remember(
                 self.owner,
                 fact["category"],
@@ -192,25 +205,10 @@ class Writer:
                 source=f"reflection:{memory_id}",
                 confidence=0.7,
             ),
-            store.conn,
+            lambda: [store.conn],
+            find=None,
         )
-        return str(row.get("status"))
-
-    def _retry(self, write, *connections):
-        """Run one Mnemosyne write; on a lock error roll its connections back and try again."""
-        from mnemo_ops.database import transactions
-
-        for attempt in range(1, LOCK_RETRY_ATTEMPTS + 1):
-            try:
-                return write()
-            except sqlite3.Error as error:
-                for connection in connections:
-                    if connection.in_transaction:
-                        connection.rollback()
-                if not transactions.is_busy_error(error) or attempt == LOCK_RETRY_ATTEMPTS:
-                    raise
-                time.sleep(LOCK_RETRY_BACKOFF_S * attempt)
-        raise AssertionError("unreachable")
+        return str(written.value.get("status"))
 
 
 def apply_request(request: dict[str, Any]) -> dict[str, Any]:

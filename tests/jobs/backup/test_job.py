@@ -476,3 +476,24 @@ def test_a_corrupt_pack_makes_compaction_an_error_warning_not_a_failed_backup(
     assert "packs_compacted" not in result.changes
     # The old packs are all still there (today's own may have been added).
     assert packs_before <= {path.name for path in store.stored()}
+
+
+def test_a_damaged_state_db_copy_is_an_error_warning_from_the_outcome(
+    sample, sample_settings, monkeypatch
+):
+    from mnemo_ops.checkpoints import create
+
+    copy_state = create._copy_state
+
+    def damaged(settings, folder):
+        return {**copy_state(settings, folder), "integrity_check": "row 2 missing from index x"}
+
+    run_job(sample_settings, "backup", show_progress=False)  # the ledger: state.db exists
+    monkeypatch.setattr(create, "_copy_state", damaged)
+    result = run_job(sample_settings, "backup", show_progress=False)
+    assert result.status == "ok", result.error
+    assert result.stats["state_db_problem"] == "row 2 missing from index x"
+    warning = next(w for w in result.warnings if w.code == "state-db-damaged")
+    assert warning.severity == "error" and warning.message.endswith(
+        "fails integrity_check: row 2 missing from index x"
+    )

@@ -97,7 +97,7 @@ def test_optimize_never_creates_the_statistics_tables_beside_the_agent(sample):
         before = schema_version(connection)
         report = repairs.optimize(connection, ["fts_working"], 500, 5)
         # The first ANALYZE would create sqlite_stat1 and sqlite_stat4: a schema change.
-        assert report["optimize"] == repairs.SKIPPED_WITHOUT_STATISTICS
+        assert report.optimize == repairs.SKIPPED_WITHOUT_STATISTICS
         assert schema_version(connection) == before
         assert not repairs.has_statistics(connection)
     finally:
@@ -117,7 +117,7 @@ def test_optimize_refreshes_statistics_that_exist_in_a_metered_transaction(sampl
             ).fetchall()
         with transactions.metered() as meter:
             report = repairs.optimize(connection, [], 500, 5)
-        assert report["optimize"] is True
+        assert report.optimize is True
         assert schema_version(connection) == before  # rows of sqlite_stat1 only, no schema change
         assert meter.count >= 1 and meter.longest_label == "optimize"
     finally:

@@ -17,28 +17,10 @@ from typing import Any
 from mnemo_ops.foundation.child_process import child_main
 
 
-def _choose_model(model: str) -> str:
-    """Keep Mnemosyne's model chain when one is configured, else force its AAAK fallback.
-
-    Without a remote endpoint or a local GGUF file already on disk, Mnemosyne would try to download a
-    model from HuggingFace (creating ``~/.hermes/mnemosyne/models`` first) at every sleep; turning its
-    LLM switch off makes it go straight to AAAK, which is what it would end up using anyway offline.
-    """
-    from mnemosyne.core import local_llm
-
-    configured = bool(
-        local_llm.LLM_ENABLED and (local_llm.LLM_BASE_URL or local_llm._model_path() is not None)
-    )
-    if model == "aaak" or not configured:
-        local_llm.LLM_ENABLED = False
-        local_llm._llm_available = False
-        return "aaak"
-    return "model-chain"
-
-
 def consolidate(request: dict[str, Any]) -> dict[str, Any]:
     """Run the consolidation described by `request` and return a JSON-friendly summary."""
     from mnemo_ops.mnemosyne import api as mnemosyne_api
+    from mnemo_ops.mnemosyne.sleep import choose_model
 
     db_path = Path(request["db_path"])
     # Is Mnemosyne's schema on this database current? Read with Python's sqlite3, the library
@@ -48,7 +30,7 @@ def consolidate(request: dict[str, Any]) -> dict[str, Any]:
         gaps = mnemosyne_api.live_schema_gaps(probe)
     finally:
         probe.close()
-    chosen = _choose_model(request.get("model", "auto"))
+    chosen = choose_model(request.get("model", "auto"))
     # sleep_all_sessions makes a BeamMemory per session, and each would redefine Mnemosyne's wm_au
     # trigger: a schema change that can wedge the live agent's connection with "database is locked"
     # (see mnemosyne_api). On a current schema, initialisation is skipped for the whole consolidation.
@@ -60,12 +42,9 @@ def consolidate(request: dict[str, Any]) -> dict[str, Any]:
 def _consolidate(
     request: dict[str, Any], db_path: Path, chosen: str, gaps: list[str]
 ) -> dict[str, Any]:
-    from mnemosyne.core.memory import Mnemosyne
+    from mnemo_ops.mnemosyne.sleep import sleeping_mnemosyne
 
-    from mnemo_ops.mnemosyne.api import point_environment_at
-
-    point_environment_at(db_path)
-    memory = Mnemosyne(session_id="mnemo-ops", db_path=db_path)
+    memory = sleeping_mnemosyne(db_path)
     # A killed earlier run (ours or the agent's) can leave rows claimed without a summary; Mnemosyne's
     # own helper gives them back to sleep once the claim is older than the stale window.
     # A dry run works on a throwaway snapshot, where reclaiming for real lets sleep's own dry run count
@@ -155,29 +134,13 @@ def _sleep_sessions(
     1,200 times; here it is degraded once, after every session slept (as ``sleep_all_sessions``
     also does at its end). And only the chosen sessions are visited, each with one ``BeamMemory``.
     """
-    import inspect
+    from mnemo_ops.mnemosyne import sleep
 
-    from mnemosyne.core.beam import BeamMemory
-
-    degrade = BeamMemory.degrade_episodic
-    beam_parameters = inspect.signature(BeamMemory.sleep).parameters
-    # 4.0's sleep ends with a census of conflicts across every memory bank (a read-only
-    # diagnostic our summary does not use); sleep_all_sessions turns it off per session, as here.
-    arguments = {"_fleet_census": False} if "_fleet_census" in beam_parameters else {}
-    BeamMemory.degrade_episodic = lambda self, dry_run=False: {}
-    try:
+    arguments = sleep.sleep_arguments()
+    with sleep.episodic_degradation_deferred():
         for session_id, eligible in sessions:
             try:
-                beam = (
-                    memory.beam
-                    if session_id == memory.beam.session_id
-                    else BeamMemory(
-                        session_id=session_id,
-                        db_path=memory.beam.db_path,
-                        author_id=memory.beam.author_id,
-                        author_type=memory.beam.author_type,
-                    )
-                )
+                beam = sleep.session_beam(memory, session_id)
                 left = eligible
                 for _cycle in range(max(1, max_cycles)):
                     outcome = dict(beam.sleep(dry_run=not really, **arguments))
@@ -192,8 +155,6 @@ def _sleep_sessions(
                         break
             except Exception as error:  # as sleep_all_sessions: one session's failure is reported
                 totals.errors.append({"session_id": session_id, "error": repr(error)})
-    finally:
-        BeamMemory.degrade_episodic = degrade
     degradation = memory.beam.degrade_episodic(dry_run=not really) or {}
     totals.degraded += int(degradation.get("tier1_to_tier2", 0) or 0)
     totals.degraded += int(degradation.get("tier2_to_tier3", 0) or 0)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from mnemo_ops import database
 from mnemo_ops.core.context import JobContext
 from mnemo_ops.core.results import Severity
@@ -12,6 +15,44 @@ from mnemo_ops.jobs.evening_batch.consolidation import episodic, summary_repair
 from mnemo_ops.jobs.evening_batch.consolidation.batch import BatchState
 
 # --- step 1: consolidation -------------------------------------------------------------------------
+
+SLEEP_FIGURES = (
+    "status",
+    "model",
+    "methods",
+    "sessions_scanned",
+    "sessions_consolidated",
+    "sessions_deferred",
+    "sessions_unchanged",
+    "llm_used",
+    "model_refresh",
+    "cycles",
+    "sleep_batch",
+)
+"""What ``stats.consolidation`` keeps of the summary of Mnemosyne's sleep."""
+
+
+@dataclasses.dataclass
+class Consolidation:
+    """What the consolidation step found and did (``stats.consolidation``).
+
+    - `cutoff`: the age cut-off of Mnemosyne's sleep (``episodic.sleep_cutoff``);
+    - `pending`: the work before the sleep (``episodic.pending_work``: ``eligible``, ``orphan_claims``);
+    - `sleep`: the summary Mnemosyne's sleep returned, None while it has not (nothing pending, or
+      it failed).
+    """
+
+    cutoff: str
+    pending: dict[str, int]
+    sleep: dict[str, Any] | None = None
+
+    def to_stats(self) -> dict[str, Any]:
+        """``stats.consolidation``: the cut-off and the pending work, then the sleep's figures."""
+        stats: dict[str, Any] = {"cutoff": self.cutoff, **self.pending}
+        if self.sleep is not None:
+            stats.update({key: self.sleep.get(key) for key in SLEEP_FIGURES})
+        return stats
+
 
 LEFT_OVER = StateTable(
     "sleep_left_over",
@@ -66,7 +107,9 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
         pending = episodic.pending_work(connection, stale_seconds)
     finally:
         connection.close()
-    ctx.result.stats["consolidation"] = {"cutoff": episodic.sleep_cutoff(), **pending}
+    done = Consolidation(cutoff=episodic.sleep_cutoff(), pending=pending)
+    # Recorded now, so a sleep that fails leaves what was pending; completed once it has run.
+    ctx.result.stats["consolidation"] = done.to_stats()
     if not pending["eligible"] and not pending["orphan_claims"]:
         ctx.count("items_consolidated", 0)
         ctx.count("summaries_created", 0)
@@ -98,24 +141,8 @@ def consolidation_step(ctx: JobContext, batch: BatchState) -> None:
         "episodic_degraded",
     ):
         ctx.count(name, int(summary.get(name, 0) or 0))
-    ctx.result.stats["consolidation"].update(
-        {
-            key: summary.get(key)
-            for key in (
-                "status",
-                "model",
-                "methods",
-                "sessions_scanned",
-                "sessions_consolidated",
-                "sessions_deferred",
-                "sessions_unchanged",
-                "llm_used",
-                "model_refresh",
-                "cycles",
-                "sleep_batch",
-            )
-        }
-    )
+    done.sleep = summary
+    ctx.result.stats["consolidation"] = done.to_stats()
     if summary.get("sessions_deferred"):
         ctx.warn(
             "consolidation-sessions-deferred",

@@ -25,6 +25,32 @@ from mnemo_ops.settings.sections import SleepOptions
 
 
 @dataclasses.dataclass
+class EdgePass:
+    """What the edges stage did tonight (``edges.nightly_update``; ``stats.sleep.edges``).
+
+    - `done_before`: an earlier run had already done tonight's pass, so this one wrote nothing;
+    - `planned`: edges tonight's pass had to write (journaled by a killed run, then the new plan);
+    - `strengthened`, `downscaled`: edges written, by co-activity; `changed`: all edges written.
+    """
+
+    done_before: bool = False
+    planned: int = 0
+    strengthened: int = 0
+    downscaled: int = 0
+    changed: int = 0
+
+    def to_stats(self) -> dict[str, Any]:
+        """``stats.sleep.edges``."""
+        return {
+            "done_before": self.done_before,
+            "planned": self.planned,
+            "strengthened": self.strengthened,
+            "downscaled": self.downscaled,
+            "changed": self.changed,
+        }
+
+
+@dataclasses.dataclass
 class SleepRun:
     """One evening-batch run's view for the sleep stages."""
 
@@ -43,6 +69,9 @@ class SleepRun:
     multi_valued_predicates: tuple[str, ...] = ()
     """Triple predicates that may hold several objects at once (monthly-maintenance's option)."""
     stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The sleep stages' figures (``stats.sleep``): written by the stages, never read back."""
+    edge_pass: EdgePass | None = None
+    """Tonight's edge pass when the edges stage ran in this run (NREM and REM read it), else None."""
     carry: dict[str, Any] = dataclasses.field(default_factory=dict)
     """What one stage hands the next within the run (keys named by the stage that sets them)."""
 

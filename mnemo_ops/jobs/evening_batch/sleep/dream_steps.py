@@ -103,8 +103,8 @@ def _settling_edge_pass(run: SleepRun) -> SleepRun:
     this marks it right before NREM or REM writes, so a second run that night (or one started again
     after a kill) leaves the new edges at their first weight, as the uninterrupted night does.
     """
-    figures = run.stats.get("edges") or {}
-    if figures.get("planned") != 0 or figures.get("done_before"):
+    edge_pass = run.edge_pass
+    if edge_pass is None or edge_pass.planned != 0 or edge_pass.done_before:
         return run
     first_write = run.before_write
 

@@ -28,14 +28,13 @@ only at the end: a run killed halfway, run again, scales every edge exactly once
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import apsw
 
 from mnemo_ops.database import transactions
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.jobs.evening_batch.sleep import store
-from mnemo_ops.jobs.evening_batch.sleep.context import SleepRun
+from mnemo_ops.jobs.evening_batch.sleep.context import EdgePass, SleepRun
 
 OWNED_PREFIX = "mnemo:"
 CONFIRMS = "mnemo:confirms"
@@ -180,23 +179,23 @@ def plan(run: SleepRun, connection: apsw.Connection, state_db, skip: set[int]) -
     return updates
 
 
-def nightly_update(run: SleepRun) -> dict[str, Any]:
+def nightly_update(run: SleepRun) -> EdgePass:
     """Strengthen and downscale our edges once tonight (module docstring); counts what it wrote."""
-    totals = {"done_before": False, "planned": 0, "strengthened": 0, "downscaled": 0, "changed": 0}
+    totals = EdgePass()
     try:
         _nightly_update(run, totals)
     finally:
-        run.count("edges_strengthened", totals["strengthened"])
-        run.count("edges_downscaled", totals["downscaled"])
+        run.count("edges_strengthened", totals.strengthened)
+        run.count("edges_downscaled", totals.downscaled)
     return totals
 
 
-def _nightly_update(run: SleepRun, totals: dict[str, Any]) -> None:
+def _nightly_update(run: SleepRun, totals: EdgePass) -> None:
     state_db = run.open_state()
     connection = run.open_memory()
     try:
         if store.stage_done(state_db, run.night.key, STAGE):
-            totals["done_before"] = True
+            totals.done_before = True
             return
         journaled = {
             row["edge_id"]: row
@@ -207,7 +206,7 @@ def _nightly_update(run: SleepRun, totals: dict[str, Any]) -> None:
             )
         }
         fresh = plan(run, connection, state_db, skip=set(journaled))
-        totals["planned"] = len(fresh) + len(journaled)
+        totals.planned = len(fresh) + len(journaled)
         # What a killed run journaled first (it may be written already), then tonight's new plan.
         resumed = [
             EdgeUpdate(
@@ -235,7 +234,7 @@ def _nightly_update(run: SleepRun, totals: dict[str, Any]) -> None:
                     ],
                 )
             _apply(run, connection, batch, totals)
-        if totals["planned"]:
+        if totals.planned:
             # Marked only when there was work, so a night with none writes nothing at all.
             run.before_write()
             with state_db.conn:  # earlier nights' journals are settled: only tonight's is kept
@@ -248,7 +247,9 @@ def _nightly_update(run: SleepRun, totals: dict[str, Any]) -> None:
         state_db.close()
 
 
-def _apply(run: SleepRun, connection: apsw.Connection, batch: list[EdgeUpdate], totals) -> None:
+def _apply(
+    run: SleepRun, connection: apsw.Connection, batch: list[EdgeUpdate], totals: EdgePass
+) -> None:
     """Write one batch in one short transaction; an edge whose weight moved meanwhile is left alone."""
     run.before_write()
 
@@ -264,5 +265,8 @@ def _apply(run: SleepRun, connection: apsw.Connection, batch: list[EdgeUpdate], 
         return written
 
     for item in transactions.write_batch(connection, work, label="sleep-edges"):
-        totals["changed"] += 1
-        totals["strengthened" if item.coactive else "downscaled"] += 1
+        totals.changed += 1
+        if item.coactive:
+            totals.strengthened += 1
+        else:
+            totals.downscaled += 1

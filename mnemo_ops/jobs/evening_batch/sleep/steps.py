@@ -204,4 +204,5 @@ def edges_step(ctx: JobContext, batch: BatchState) -> None:
     run = sleep_run(ctx, batch)
     if run is None:
         return
-    run.stats["edges"] = edges.nightly_update(run)
+    run.edge_pass = edges.nightly_update(run)
+    run.stats["edges"] = run.edge_pass.to_stats()
