@@ -379,14 +379,17 @@ def main() -> None:
     cases = len(suite.cases)
     before = results["before"]
     print()
-    print(f"{cases} questions; nights on days {','.join(map(str, schedule))}")
+    print(
+        f"{cases} questions; nights on days {','.join(map(str, schedule))}; received through "
+        f"the {before['hermes_profile']} profile (the question's own session, top 5)"
+    )
     print(
         f"{'':<10} {'plain@5':>8} {'plain@10':>9} {'received':>9} {'lost':>5} {'noise':>6} "
-        f"{'kept':>5} {'raised':>13} {'>=0.65':>7}  archived by rule, fact holders kept"
+        f"{'kept':>5} {'raised':>12} {'>=0.65':>7}  archived by rule, fact holders kept"
     )
     print(
         f"{'before':<10} {before['plain@5']:>8} {before['plain@10']:>9} {before['received']:>9} "
-        f"{'':>5} {'':>6} {'':>5} {'':>13} {before['importance']['at_or_above_cut']:>7}"
+        f"{'':>5} {'':>6} {'':>5} {'':>12} {before['importance']['at_or_above_cut']:>7}"
     )
     for arm in arguments.arms.split(","):
         figures = results[arm]
@@ -395,7 +398,7 @@ def main() -> None:
             f"{figures['received']:>9} {figures['lost_questions']:>5} "
             f"{figures['noise_archived']:>3}/{len(noise):<2} "
             f"{figures['important_kept']:>3}/{PINNED + HIGH} "
-            f"{figures['raised']:>5}/{figures['working_rows']:<5} "
+            f"{figures['raised'] / figures['working_rows']:>12.1%} "
             f"{figures['importance']['at_or_above_cut']:>7}  "
             f"{figures['archived']} {json.dumps(figures['by_rule'])}, "
             f"{figures['kept_fact_holders']} kept ({figures['seconds']} s)"
@@ -411,6 +414,10 @@ def main() -> None:
         for example in figures["lost_examples"]:
             print(f"  lost: {example!r}")
     print(f"importance before: {json.dumps(before['importance']['bands'])}")
+    print(
+        "goals: plain@5/@10 and received not lower than before; lost 0 with the rule on; "
+        f"noise >= 45/{len(noise)}; kept {PINNED + HIGH}/{PINNED + HIGH}; raised <= 50%"
+    )
     print(f"total {time.monotonic() - started:.0f} s")
     if arguments.json:
         arguments.json.write_text(json.dumps(results, indent=1, default=str))
