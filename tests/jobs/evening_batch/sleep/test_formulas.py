@@ -217,6 +217,12 @@ def test_kinds_from_mnemosyne_columns(source, memory_type, veracity, kind):
     assert kinds.kind_of(source, memory_type, veracity) == kind
 
 
+def test_chatter_is_an_event_unless_its_source_names_a_kind():
+    assert kinds.kind_of("conversation", "fact", "unknown", chatter=True) == "event"
+    assert kinds.kind_of("user", "context", "stated", chatter=True) == "event"
+    assert kinds.kind_of("preference", "fact", "unknown", chatter=True) == "preference"
+
+
 def test_confidence_and_identity():
     assert kinds.confidence_of("stated", None) == 1.0
     assert kinds.confidence_of("tool", '{"sample": true}') == 0.5
