@@ -2,14 +2,18 @@
 
 Run by hand (not part of the test suite), on either Mnemosyne line:
 
-    python benchmarks/forgetting_keeps_facts.py                    # the benchmark-size home
+    python benchmarks/forgetting_keeps_facts.py                    # six conversations: <= 10 min
     python benchmarks/forgetting_keeps_facts.py --small            # the tests' home: a quick look
     python benchmarks/forgetting_keeps_facts.py --schedule 1,7,30,60 --arms rule-on
+    python benchmarks/forgetting_keeps_facts.py --conversations 10 # the benchmark-size home
 
 **The home.** A Hermes conversation home (``devtools/samples/hermes_conversations``: sessions as
 Hermes makes them, written through the plugin's own ``sync_turn`` where ``mnemosyne-hermes`` is
 installed, else through ``BeamMemory`` with the plugin's arguments), aged so that its last session
-is the day before the first night. Into it go **50 planted noise rows** (`NOISE`), written the way
+is the day before the first night: `CONVERSATIONS` (6) of the benchmark size's conversations (19
+sessions of 30 turns each, 180 questions), so one run of both arms on one Mnemosyne line stays
+within ten minutes on the shared 2-core machine (``--conversations 10``: the benchmark size). Into
+it go **50 planted noise rows** (`NOISE`), written the way
 the plugin writes a user turn (``[USER] <text>``, source ``conversation``, importance 0.5, scope
 ``session``; one Hermes session, so one provider, per row; in the conversations' own chats, each
 at noon of one of their session days), every one of them content-free (``facts.is_chatter``).
@@ -98,6 +102,9 @@ OPENERS = (
 CLOSERS = ("!", " 🙂", ", sounds good", ", cool cool", " haha")
 NOISE = [opener + closer for closer in CLOSERS for opener in OPENERS]
 """The 50 content-free user turns planted (ten openers times five endings, all different)."""
+CONVERSATIONS = 6
+"""Conversations in the default home (the benchmark size has 10; six keep a run of both arms
+within ten minutes on the shared machine)."""
 PINNED, HIGH = 3, 2
 """The important ones: the first three pinned, the next two at importance 0.9."""
 HIGH_IMPORTANCE = 0.9
@@ -350,12 +357,21 @@ def main() -> None:
     )
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--conversations",
+        type=int,
+        default=None,
+        help=f"conversations in the home (default {CONVERSATIONS}; the benchmark size: 10)",
+    )
     arguments = parser.parse_args()
     schedule = sorted({int(day) for day in arguments.schedule.split(",")})
     os.environ.setdefault("MNEMOSYNE_NO_EMBEDDINGS", "1")
     started = time.monotonic()
+    print(f"load average at the start {', '.join(f'{v:.1f}' for v in os.getloadavg())}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="mnemo-ops-forgetting-"))
-    sizes = {} if arguments.small else hermes_conversations.BENCHMARK_SIZE
+    sizes = {} if arguments.small else dict(hermes_conversations.BENCHMARK_SIZE)
+    if not arguments.small:
+        sizes["conversations"] = arguments.conversations or CONVERSATIONS
     home = hermes_conversations.build(work / "home", age_days=max(schedule), **sizes)
     planted = plant_noise(home)
     noise = planted["ids"]
@@ -418,7 +434,8 @@ def main() -> None:
         "goals: plain@5/@10 and received not lower than before; lost 0 with the rule on; "
         f"noise >= 45/{len(noise)}; kept {PINNED + HIGH}/{PINNED + HIGH}; raised <= 50%"
     )
-    print(f"total {time.monotonic() - started:.0f} s")
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    print(f"total {time.monotonic() - started:.0f} s (load average at the end {load})")
     if arguments.json:
         arguments.json.write_text(json.dumps(results, indent=1, default=str))
 
