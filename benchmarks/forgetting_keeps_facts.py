@@ -4,6 +4,7 @@ Run by hand (not part of the test suite), on either Mnemosyne line:
 
     python benchmarks/forgetting_keeps_facts.py                    # six conversations: <= 10 min
     python benchmarks/forgetting_keeps_facts.py --small            # the tests' home: a quick look
+                                                                   # (its noise is too young to go)
     python benchmarks/forgetting_keeps_facts.py --schedule 1,7,30,60 --arms rule-on
     python benchmarks/forgetting_keeps_facts.py --conversations 10 # the benchmark-size home
 
