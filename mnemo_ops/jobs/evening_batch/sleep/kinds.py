@@ -26,6 +26,9 @@ summaries (`source` ``sleep-nrem``) are exempt too (``derived``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+
+from mnemo_ops.database import facts
 
 RELATIONSHIP = "relationship"
 PREFERENCE = "preference"
@@ -81,20 +84,27 @@ METADATA_HINTS = ("confidence", "identity")
 
 
 def kind_of(
-    source: str | None, memory_type: str | None, veracity: str | None, chatter: bool = False
+    source: str | None,
+    memory_type: str | None,
+    veracity: str | None,
+    text: str | None = None,
+    chatter: Callable[[str], bool] | None = None,
 ) -> str:
-    """The kind of a memory (module docstring); `chatter`: its text carries no content word."""
+    """The kind of a memory (module docstring). `text` is judged for chatter (a caller that reads
+    only short texts passes None for the rest); `chatter` replaces that judgement (a function of
+    the text: ``database.facts.is_chatter`` by default)."""
     by_source = _BY_SOURCE.get((source or "").strip().lower())
     if by_source:
         return by_source
-    if chatter:
+    kind = _BY_MEMORY_TYPE.get((memory_type or "").strip().lower())
+    if kind is None:
+        stated = (veracity or "").strip().lower() == "stated"
+        kind = FACT if stated or (source or "").strip().lower() == "user" else EVENT
+    # Judged only when it would change the kind: the nightly pass reads every row, and most are
+    # events already.
+    if kind != EVENT and text is not None and (chatter or facts.is_chatter)(text):
         return EVENT
-    by_type = _BY_MEMORY_TYPE.get((memory_type or "").strip().lower())
-    if by_type:
-        return by_type
-    if (veracity or "").strip().lower() == "stated" or (source or "").strip().lower() == "user":
-        return FACT
-    return EVENT
+    return kind
 
 
 def _metadata(text: str | None) -> dict:

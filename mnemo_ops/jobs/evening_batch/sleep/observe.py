@@ -101,11 +101,17 @@ def _select(connection: apsw.Connection, table: str) -> str:
     return f"SELECT {', '.join(parts)} FROM {table} ORDER BY id"
 
 
-def is_short_chatter(row: tuple) -> bool:
-    """Whether a memory row read by the pass is chatter (its text, when short enough to be read)."""
+def short_text(row: tuple) -> str | None:
+    """The text of a memory row read by the pass when it is short enough to be judged chatter."""
     text = row[10] if len(row) > 10 else None
     # The length is checked here too: a caller may read the whole text (a summary just written).
-    return text is not None and len(text) <= CHATTER_LENGTH and facts.is_chatter(text)
+    return text if text is not None and len(text) <= CHATTER_LENGTH else None
+
+
+def is_short_chatter(row: tuple) -> bool:
+    """Whether a memory row read by the pass is chatter (its text, when short enough to be read)."""
+    text = short_text(row)
+    return text is not None and facts.is_chatter(text)
 
 
 def inputs_of(
@@ -118,7 +124,7 @@ def inputs_of(
     live = int(not superseded_by and (valid_until is None or str(valid_until) > now))
     holds_lineage = table == store.WORKING and memory_id in lineage
     return (
-        kinds.kind_of(source, memory_type, veracity, chatter=is_short_chatter(row)),
+        kinds.kind_of(source, memory_type, veracity, text=short_text(row)),
         float(importance) if importance is not None else 0.0,
         kinds.confidence_of(veracity, metadata_json),
         moment.isoformat() if moment is not None else None,
