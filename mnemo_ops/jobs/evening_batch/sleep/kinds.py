@@ -6,10 +6,13 @@ fact, preference, decision, commitment, goal, event, instruction, relationship, 
 observation, error, artifact, unknown) and `veracity`. The mapping, first rule that applies:
 
 1. `source` names a kind: relationship, preference, fact, insight (also reflection, lesson), event.
-2. `memory_type`: relationship -> relationship; preference -> preference; fact, decision, commitment,
+2. Chatter (``database.facts.is_chatter``: greetings, thanks, fillers, emoji only) is an event,
+   whatever Mnemosyne's classifier says: its classifier calls many short greetings ("hi there!",
+   "ok thanks haha") a fact, and a fact's slow retention would keep them from ever decaying out.
+3. `memory_type`: relationship -> relationship; preference -> preference; fact, decision, commitment,
    goal, instruction, artifact -> fact; learning, observation, error -> insight; event -> event.
-3. Otherwise (context, unknown, anything else): what the user stated (`veracity` stated, or `source`
-   user) is a fact; everything else (conversation turns, tool output, chatter) is an event.
+4. Otherwise (context, unknown, anything else): what the user stated (`veracity` stated, or `source`
+   user) is a fact; everything else (conversation turns, tool output) is an event.
 
 Confidence: a number 0..1 under ``"confidence"`` in the row's metadata, else Mnemosyne's own veracity
 weight (``mnemosyne.core.veracity_consolidation.VERACITY_WEIGHTS`` in 3.15: stated 1.0, unknown 0.8,
@@ -23,6 +26,9 @@ summaries (`source` ``sleep-nrem``) are exempt too (``derived``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+
+from mnemo_ops.database import facts
 
 RELATIONSHIP = "relationship"
 PREFERENCE = "preference"
@@ -77,17 +83,28 @@ METADATA_HINTS = ("confidence", "identity")
 """Metadata is parsed only when its text holds one of these words (most rows hold neither)."""
 
 
-def kind_of(source: str | None, memory_type: str | None, veracity: str | None) -> str:
-    """The kind of a memory (module docstring)."""
+def kind_of(
+    source: str | None,
+    memory_type: str | None,
+    veracity: str | None,
+    text: str | None = None,
+    chatter: Callable[[str], bool] | None = None,
+) -> str:
+    """The kind of a memory (module docstring). `text` is judged for chatter (a caller that reads
+    only short texts passes None for the rest); `chatter` replaces that judgement (a function of
+    the text: ``database.facts.is_chatter`` by default)."""
     by_source = _BY_SOURCE.get((source or "").strip().lower())
     if by_source:
         return by_source
-    by_type = _BY_MEMORY_TYPE.get((memory_type or "").strip().lower())
-    if by_type:
-        return by_type
-    if (veracity or "").strip().lower() == "stated" or (source or "").strip().lower() == "user":
-        return FACT
-    return EVENT
+    kind = _BY_MEMORY_TYPE.get((memory_type or "").strip().lower())
+    if kind is None:
+        stated = (veracity or "").strip().lower() == "stated"
+        kind = FACT if stated or (source or "").strip().lower() == "user" else EVENT
+    # Judged only when it would change the kind: the nightly pass reads every row, and most are
+    # events already.
+    if kind != EVENT and text is not None and (chatter or facts.is_chatter)(text):
+        return EVENT
+    return kind
 
 
 def _metadata(text: str | None) -> dict:

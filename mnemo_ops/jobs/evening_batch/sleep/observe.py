@@ -21,6 +21,7 @@ from typing import Any
 import apsw
 
 from mnemo_ops import database
+from mnemo_ops.database import facts
 from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.jobs.evening_batch.sleep import kinds, store
 from mnemo_ops.jobs.evening_batch.sleep.context import SleepRun
@@ -42,7 +43,12 @@ _COLUMNS = (
     "valid_until",
     "superseded_by",
     "metadata_json",
+    "content",
 )
+CHATTER_LENGTH = 200
+"""Only texts up to this many characters are read to see whether they are chatter: a greeting or an
+acknowledgement is short, and reading every long turn each night would make the pass cost grow with
+the text instead of the rows."""
 
 
 @dataclasses.dataclass
@@ -88,9 +94,24 @@ def _select(connection: apsw.Connection, table: str) -> str:
                 f"instr(metadata_json, '{hint}') > 0" for hint in kinds.METADATA_HINTS
             )
             parts.append(f"CASE WHEN {hints} THEN metadata_json END")
+        elif column == "content":
+            parts.append(f"CASE WHEN length(content) <= {CHATTER_LENGTH} THEN content END")
         else:
             parts.append(column)
     return f"SELECT {', '.join(parts)} FROM {table} ORDER BY id"
+
+
+def short_text(row: tuple) -> str | None:
+    """The text of a memory row read by the pass when it is short enough to be judged chatter."""
+    text = row[10] if len(row) > 10 else None
+    # The length is checked here too: a caller may read the whole text (a summary just written).
+    return text if text is not None and len(text) <= CHATTER_LENGTH else None
+
+
+def is_short_chatter(row: tuple) -> bool:
+    """Whether a memory row read by the pass is chatter (its text, when short enough to be read)."""
+    text = short_text(row)
+    return text is not None and facts.is_chatter(text)
 
 
 def inputs_of(
@@ -103,7 +124,7 @@ def inputs_of(
     live = int(not superseded_by and (valid_until is None or str(valid_until) > now))
     holds_lineage = table == store.WORKING and memory_id in lineage
     return (
-        kinds.kind_of(source, memory_type, veracity),
+        kinds.kind_of(source, memory_type, veracity, text=short_text(row)),
         float(importance) if importance is not None else 0.0,
         kinds.confidence_of(veracity, metadata_json),
         moment.isoformat() if moment is not None else None,
@@ -236,7 +257,8 @@ def observe(run: SleepRun) -> ObserveTotals:
                     if before != inputs:
                         writer.updates.append((*inputs, key))
                         totals.changed += 1
-                        if _restated(table, saved, inputs):
+                        # Saying "ok thanks" again confirms nothing worth keeping.
+                        if _restated(table, saved, inputs) and not is_short_chatter(row):
                             original = original_of(state_db, key)
                             writer.restatements.append(
                                 (

@@ -36,7 +36,7 @@ import apsw
 from rapidfuzz import fuzz, utils
 
 from mnemo_ops import database
-from mnemo_ops.database import transactions
+from mnemo_ops.database import facts, transactions
 from mnemo_ops.database.fts_query import Vocabulary, match_expression, salient_terms, tokens
 from mnemo_ops.foundation.clock import isoformat, local_timestamp, utc_now
 from mnemo_ops.jobs.evening_batch.sleep import edges, store
@@ -149,6 +149,9 @@ def find_original(
     now: str,
 ) -> tuple[str, float] | None:
     """The older memory `row` restates and the similarity, or None (module docstring)."""
+    if facts.is_chatter(row["content"]):
+        # A greeting said again confirms nothing: counted, it would keep chatter from decaying.
+        return None
     subject = subject_of(row["content"])
     if subject is None:
         return None

@@ -343,3 +343,63 @@ def test_with_the_rule_broken_the_guard_refuses_the_lost_fact(tmp_path):
     assert lost == {ids["only-holder"]: "only-holder"}
     assert any("would lose a fact" in problem for problem in guard["problems"])
     assert ids["only-holder"] in live
+
+
+PLUGIN_GREETINGS = ["hi there!", "hi there 🙂", "ok thanks haha", "hey hey!", "lol okay!"]
+"""Greetings as the Hermes plugin stores them: importance 0.5, and Mnemosyne's classifier calls
+several of these a ``fact``; the second one restates the first."""
+
+
+def test_greetings_stored_at_the_plugins_importance_decay_out_and_are_archived(tmp_path):
+    """Chatter decays as an event whatever Mnemosyne's classifier calls it, and a greeting said
+    again confirms nothing: four months on, every greeting is archived (rule ``chatter``), the
+    pinned one and the statement of fact beside them stay."""
+    greetings = [
+        {
+            "key": f"greeting-{number}",
+            "content": f"[USER] {text}",
+            "importance": 0.5,
+            "days_ago": 120,
+            "session": f"chat-{number}",
+        }
+        for number, text in enumerate(PLUGIN_GREETINGS)
+    ]
+    others = [
+        {
+            "key": "pinned",
+            "content": "[USER] good evening!",
+            "importance": 0.5,
+            "days_ago": 120,
+            "pinned": True,
+        },
+        {
+            "key": "fact",
+            "content": "[USER] My aunt helped my family when we were struggling in Leeds",
+            "importance": 0.5,
+            "days_ago": 120,
+        },
+    ]
+    layout, ids = build(tmp_path / "home", {"memories": greetings + others})
+    types = dict(query(layout.db_path, "SELECT id, memory_type FROM working_memory"))
+    assert "fact" in {types[ids[f"greeting-{number}"]] for number in range(len(greetings))}
+    settings = settings_for(layout, tmp_path)
+    assert run_sleep(settings).status == "ok"
+    with freeze_time(datetime.now() + timedelta(days=1), tick=True):
+        result = run_sleep(settings)
+        live = live_working_ids(layout.db_path)
+    assert result.status == "ok", result.error
+    assert {ids["pinned"], ids["fact"]} <= live
+    assert not {ids[f"greeting-{number}"] for number in range(len(greetings))} & live
+    db = state.open_state(layout.state_dir / "state.db")
+    try:
+        kinds_of = dict(db.execute(f"SELECT memory_key, kind FROM {store.MEMORIES}").fetchall())
+        confirmations = db.execute(f"SELECT count(*) FROM {store.CONFIRMATIONS}").fetchone()[0]
+        rules = {
+            json.loads(detail)["rule"]
+            for (detail,) in db.execute(f"SELECT detail FROM {store.ARCHIVE}").fetchall()
+        }
+    finally:
+        db.close()
+    assert {kinds_of["w:" + ids[f"greeting-{number}"]] for number in range(5)} == {"event"}
+    assert confirmations == 0
+    assert rules == {"chatter"}

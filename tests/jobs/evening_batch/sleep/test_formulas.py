@@ -217,6 +217,26 @@ def test_kinds_from_mnemosyne_columns(source, memory_type, veracity, kind):
     assert kinds.kind_of(source, memory_type, veracity) == kind
 
 
+def test_chatter_is_an_event_unless_its_source_names_a_kind():
+    assert kinds.kind_of("conversation", "fact", "unknown", text="[USER] hi there!") == "event"
+    assert kinds.kind_of("user", "context", "stated", text="ok thanks haha") == "event"
+    assert kinds.kind_of("preference", "fact", "unknown", text="hi there!") == "preference"
+    assert kinds.kind_of("conversation", "fact", "unknown", text="Mira was born in 2019") == "fact"
+    assert kinds.kind_of("conversation", "fact", "unknown", text=None) == "fact"
+
+
+def test_chatter_is_judged_only_when_it_would_change_the_kind():
+    judged = []
+
+    def chatter(text):
+        judged.append(text)
+        return True
+
+    assert kinds.kind_of("conversation", "context", "unknown", "hi", chatter=chatter) == "event"
+    assert kinds.kind_of("conversation", "fact", "unknown", "hi", chatter=chatter) == "event"
+    assert judged == ["hi"]
+
+
 def test_confidence_and_identity():
     assert kinds.confidence_of("stated", None) == 1.0
     assert kinds.confidence_of("tool", '{"sample": true}') == 0.5

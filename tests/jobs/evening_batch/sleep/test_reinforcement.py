@@ -144,6 +144,30 @@ def test_an_exact_restatement_folded_into_its_row_counts_as_a_confirmation(resta
     assert any(method == "exact" for _target, method in confirmations.values())
 
 
+def test_a_greeting_said_again_confirms_nothing(tmp_path):
+    """Chatter restated, word for word (folded into its row) or nearly, is not a confirmation: it
+    would keep the greeting from ever decaying out."""
+    greetings = [
+        _memory("hello", "[USER] ok thanks!", "a", 30),
+        _memory("look-alike", "[USER] ok thanks 🙂", "b", 20),
+    ]
+    layout, ids = build(tmp_path / "home", {"memories": greetings})
+    settings = settings_for(layout, tmp_path)
+    assert run_sleep(settings).changes.get("confirmations", 0) == 0
+    _layout, again = build(
+        layout.directory,
+        {"memories": [{"key": "hello", "content": "[USER] ok thanks!", "session": "a"}]},
+    )
+    assert again["hello"] == ids["hello"]  # folded into the row, its time moved forward
+    with freeze_time(datetime.now() + timedelta(days=1), tick=True):
+        result = run_sleep(settings)
+    assert result.status == "ok", result.error
+    assert result.changes.get("confirmations", 0) == 0
+    confirmations, counts = _confirmations(layout)
+    assert confirmations == {}
+    assert counts["w:" + ids["hello"]] == 0
+
+
 CONTRADICTIONS = [
     _memory("old-city", "Dana lives in Utrecht near the canal", "a", 20, source="user"),
     _memory("new-city", "Dana moved and lives in Ghent now", "b", 2, source="user"),
