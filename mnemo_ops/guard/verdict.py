@@ -274,8 +274,11 @@ def metric_name(evaluation) -> str:
 def _every_session_problems(
     before: Measurement, after: Measurement, keys: list[str], tolerances: GuardOptions, verdict
 ) -> list[str]:
-    """Mnemosyne's own recall over every session may not fall (the probes still live, the suite's
-    recall and evidence received) nor lose more cases than ``max_newly_failing``."""
+    """Mnemosyne's own recall over every session may not fall: the probes still live by more than
+    ``recall_tolerance``, the suite by more than ``max_newly_failing`` cases found before and not
+    after. The suite is judged by its cases, not its averages: over every session its rows compete
+    with every chat's, and a night's summaries may move one case past the cut while the agent's
+    places keep it; the places hold the stricter rule."""
     first, second = before.every_session, after.every_session
     if first is None or second is None:
         return []
@@ -286,8 +289,9 @@ def _every_session_problems(
     old, new = first.metrics(measured), second.metrics(measured)
     lost = sorted(first.found_cases() - second.found_cases())
     verdict.every_session = {"before": old, "after": new, "newly_failing": lost[:20]}
+    probe_figures = [name for name in old if name.startswith("probe ")]
     problems += _fallen(
-        f"{EVERY_SESSION_PREFIX}:", old, new, list(old), tolerances.recall_tolerance
+        f"{EVERY_SESSION_PREFIX}:", old, new, probe_figures, tolerances.recall_tolerance
     )
     if len(lost) > tolerances.max_newly_failing:
         problems.append(
