@@ -214,8 +214,14 @@ def test_locomo_import_stores_turns_and_maps_evidence(tmp_path):
     assert cases[0]["answer"] == "counseling psychology"
 
     # The imported pair is a ready eval: Mnemosyne's recall finds the evidence for the first question.
+    # Plain recall, named: the default profile follows the Hermes home the process sees, and the
+    # imported cases name no Hermes session for the plugin's prefetch to recall in.
+    config = tmp_path / "plain.yaml"
+    config.write_text("retrieval_eval:\n  profile: plain\n", encoding="utf-8")
     evaluated = run_cli(
         None,
+        "--config",
+        str(config),
         "--db",
         str(db_path),
         "--state-dir",
