@@ -20,13 +20,10 @@ Each is a short ``BEGIN IMMEDIATE`` transaction; the slow work was done by the p
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
-from mnemo_ops.database import transactions
-from mnemo_ops.foundation.child_process import ChildProcessFailed, run_child
-from mnemo_ops.mnemosyne.api import mnemosyne_environment
+from mnemo_ops.mnemosyne.write_children import apply_in_child
 
 SOURCE = "fact"
 """A distilled source the Hermes plugin ranks above raw turns (and its topical cut is lower)."""
@@ -54,36 +51,12 @@ def write_graduated(
 ) -> list[dict[str, Any]]:
     """Apply `actions` (``store`` / ``reinforce``) in a child; one outcome per action done, in
     order. `home`: a private HOME for the child (a dry run's copies). Raises ChildProcessFailed."""
-    if not actions:
-        return []
-    meter = transactions.current_meter()
-    request = {
-        "db_path": str(db_path),
-        "owner": owner,
-        "actions": actions,
-        "policy": dataclasses.asdict(meter.policy),
-    }
-    outcomes: list[dict[str, Any]] = []
-
-    def progress(message: dict[str, Any]) -> None:
-        if "done" in message:
-            outcomes.append(message)
-        if isinstance(message.get("transactions"), dict):
-            meter.add(message["transactions"])
-
-    try:
-        result = run_child(
-            "mnemo_ops.mnemosyne.graduation_child",
-            request,
-            timeout=timeout_s,
-            environment=mnemosyne_environment(Path(db_path).parent, hermes_home, home=home),
-            cwd=Path(db_path).parent,
-            on_progress=progress,
-        )
-    except ChildProcessFailed as error:
-        raise error.with_context(
-            f"writing the graduated rows failed after {len(outcomes)} of {len(actions)} writes"
-        ) from None
-    if isinstance(result.get("transactions"), dict):
-        meter.add(result["transactions"])
-    return outcomes
+    return apply_in_child(
+        "mnemo_ops.mnemosyne.graduation_child",
+        {"owner": owner, "actions": actions},
+        db_path,
+        hermes_home,
+        "writing the graduated rows",
+        home=home,
+        timeout_s=timeout_s,
+    )
