@@ -286,9 +286,10 @@ def busy_cores():
         stop_spinners(spinners)
 
 
-E2E_MARKERS = ("slow", "realistic", "contention")
+E2E_MARKERS = ("slow", "realistic", "contention", "heavy")
 """Markers whose tests belong to the e2e tier too: long fault runs, homes of 50k rows beside a live
-agent, and runs with every core kept busy."""
+agent, runs with every core kept busy, and job and guard tests kept out of the fast tier for their
+time alone (`heavy`: CI runs those on every Mnemosyne line)."""
 
 SLOW_FAST_TIER_TEST_S = 5.0
 """A fast-tier test that takes longer than this is listed at the end of the run (never failed)."""

@@ -205,6 +205,7 @@ def test_a_symlink_in_the_store_is_never_followed(sample_settings, tmp_path):
     assert list(outside.iterdir()) == []
 
 
+@pytest.mark.heavy
 def test_a_checkpoint_child_killed_mid_write_leaves_the_store_consistent(sample, sample_settings):
     pad_database(sample.db_path)
     backups = sample_settings.backups_dir

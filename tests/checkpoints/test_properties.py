@@ -470,6 +470,7 @@ page_sizes = st.sampled_from((1024, 4096))
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+@pytest.mark.heavy
 @given(page_size=page_sizes, sequence=sequences)
 def test_any_sequence_of_writes_kills_and_compactions_restores_every_kept_checkpoint(
     page_size, sequence

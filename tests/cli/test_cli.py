@@ -392,6 +392,7 @@ def test_second_writer_exits_75_and_is_recorded_then_kill_9_frees_the_lock(
     assert statuses == ["skipped", "ok"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("job", implemented_jobs())
 def test_an_unknown_option_exits_2_naming_the_key_for_every_job(job, tmp_path):
     """One option path: every job checks --option against its schema section before it starts."""

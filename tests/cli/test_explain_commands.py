@@ -10,6 +10,8 @@ import subprocess
 import sys
 from datetime import datetime, timedelta
 
+import pytest
+
 from tests.conftest import run_cli
 
 HAS_PLUGIN = (
@@ -47,6 +49,7 @@ def close_row(layout, memory_id: str) -> str:
     return content
 
 
+@pytest.mark.heavy
 def test_eval_explain_only_misses_prints_one_object_with_the_summary(agent_conversations):
     before = digest(agent_conversations.db_path)
     process = run_cli(

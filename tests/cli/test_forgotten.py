@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mnemo_ops.core.lock import WriterLock, lock_path_for
 from mnemo_ops.foundation import exit_codes
 
@@ -45,6 +47,7 @@ def test_restore_waits_for_no_one_while_another_writer_holds_the_lock(sample, sa
         lock.release()
 
 
+@pytest.mark.heavy
 def test_status_shows_the_self_model_counters(cli):
     assert cli("run", "evening-batch").returncode == 0
     data = json.loads(cli("--json", "status").stdout)["self_model"]

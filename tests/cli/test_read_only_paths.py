@@ -83,6 +83,7 @@ def refuses_everything(sample, cli, path: Path, reason: str, jobs=("memory-maint
     assert checkpoints(sample.state_dir) == saved
 
 
+@pytest.mark.heavy
 def test_a_read_only_database_file_is_refused_before_the_checkpoint(sample, cli):
     assert cli("run", "backup").returncode == 0  # a ledger and a backups folder to compare against
     with read_only(sample.db_path, 0o444):
@@ -97,11 +98,13 @@ def test_a_read_only_database_file_is_refused_before_the_checkpoint(sample, cli)
     assert cli("run", "memory-maintain").returncode == 0
 
 
+@pytest.mark.heavy
 def test_a_read_only_database_folder_is_refused(sample, cli):
     with read_only(sample.db_path.parent, 0o555):
         refuses_everything(sample, cli, sample.db_path.parent, "read-only (mode 0555)")
 
 
+@pytest.mark.heavy
 def test_a_read_only_state_dir_is_refused_for_jobs_that_write_no_database_too(sample, cli):
     sample.state_dir.mkdir(parents=True, exist_ok=True)
     with read_only(sample.state_dir, 0o555):

@@ -56,6 +56,7 @@ def _one_line(completed: subprocess.CompletedProcess, path: Path) -> str:
     return lines[0]
 
 
+@pytest.mark.heavy
 def test_an_unwritable_backups_folder_fails_the_backup_and_its_dry_run_alike(sample, cli):
     backups = sample.state_dir / "backups"
     assert cli("run", "backup").returncode == 0
@@ -83,6 +84,7 @@ def test_an_unwritable_backups_folder_fails_the_backup_and_its_dry_run_alike(sam
     assert_unchanged(before, after)
 
 
+@pytest.mark.heavy
 def test_an_unwritable_state_folder_is_one_line_for_jobs_and_their_dry_runs(sample, cli):
     with unwritable(sample.state_dir):
         completed = [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
 from rich.console import Console
 
 from mnemo_ops.core.progress import ProgressReporter
@@ -55,6 +56,7 @@ def test_bridge_drain_counts_items_not_files(sample):
     assert "9/9" in stream.getvalue()
 
 
+@pytest.mark.heavy
 def test_memory_maintain_draws_each_bar_once_and_reaches_its_total(sample, tmp_path):
     from devtools.samples.realistic_memories import add_realistic_memories
 

@@ -117,6 +117,7 @@ def test_held_lock_skips_with_exit_75_and_a_ledger_row(sample_settings):
     assert row[0] == "skipped" and row[1] == 75 and "holds the lock" in row[2]
 
 
+@pytest.mark.heavy
 def test_wait_takes_the_lock_when_the_holder_exits(sample_settings):
     lock_path = lock_path_for(sample_settings.state_dir, sample_settings.db_path)
     holder = subprocess.Popen(

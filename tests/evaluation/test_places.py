@@ -58,6 +58,7 @@ def _engine(home, profile: str) -> MnemosyneEngine:
     return MnemosyneEngine(home.db_path, profile=profile, hermes_home=home.hermes_home)
 
 
+@pytest.mark.heavy
 def test_a_new_conversation_receives_only_what_crosses_sessions(home):
     """Asked in a new conversation, the global row arrives and a session row does not, even one
     asked about word for word; asked in its own chat, the session row arrives."""

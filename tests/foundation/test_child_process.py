@@ -69,6 +69,7 @@ def test_progress_messages_reach_the_callback_in_order():
     assert seen == [{"step": 0}, {"step": 1}, {"step": 2}]
 
 
+@pytest.mark.heavy
 def test_a_hung_child_and_its_grandchild_are_killed_on_timeout(tmp_path):
     pid_file = tmp_path / "pids"
     request = {

@@ -112,6 +112,7 @@ def _edges(db_path: Path) -> int:
         connection.close()
 
 
+@pytest.mark.heavy
 def test_memory_maintain_defers_linking_that_costs_the_agent_too_much(sample, tmp_path):
     config = _orphan_home(sample, tmp_path)
     edges_before = _edges(sample.db_path)

@@ -104,6 +104,7 @@ def run_job(layout, *args: str, config: str) -> tuple[int, dict]:
     return completed.returncode, json.loads(completed.stdout)
 
 
+@pytest.mark.heavy
 def test_evening_batch_keeps_recall_and_the_guard_accepts(conversations, tmp_path):
     fixed = probe_set(conversations)
     before = recall(conversations, fixed)
@@ -124,6 +125,7 @@ def test_evening_batch_keeps_recall_and_the_guard_accepts(conversations, tmp_pat
     assert {row[1] for row in summaries(conversations.db_path)} == {3}
 
 
+@pytest.mark.heavy
 def test_without_the_repair_and_the_guard_the_same_measurement_sees_the_drop(
     conversations, tmp_path
 ):
@@ -147,6 +149,7 @@ def test_without_the_repair_and_the_guard_the_same_measurement_sees_the_drop(
     reason="Mnemosyne 4.0's sleep writes summaries at tier 3 with their sources' time: "
     "no consolidation setting of it lowers recall for the guard to refuse",
 )
+@pytest.mark.heavy
 def test_a_harmful_change_is_refused_and_the_live_database_is_untouched(conversations, tmp_path):
     fixed = probe_set(conversations)
     before = recall(conversations, fixed)
@@ -189,6 +192,7 @@ def test_a_harmful_change_is_refused_and_the_live_database_is_untouched(conversa
     assert verdicts == ["refused", "not-retried", "refused"]
 
 
+@pytest.mark.heavy
 def test_dry_run_changes_nothing_and_counts_what_the_real_run_does(conversations, tmp_path):
     before = sample_snapshot(conversations)
     code, dry = run_job(conversations, "--dry-run", config=write_config(tmp_path))

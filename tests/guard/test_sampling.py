@@ -93,6 +93,7 @@ def test_a_harm_outside_the_sample_is_refused_once_every_probe_is_measured():
     reason="Mnemosyne 4.0's sleep writes summaries at tier 3 with their sources' time: "
     "no consolidation setting of it lowers recall for the guard to refuse",
 )
+@pytest.mark.heavy
 def test_a_harmful_change_is_still_refused_with_a_small_first_sample(conversations, tmp_path):
     config = write_config(tmp_path, "guard:\n  first_sample: 10\n" + HARMFUL)
     code, result = run_job(conversations, config=config)
@@ -107,6 +108,7 @@ def test_a_harmful_change_is_still_refused_with_a_small_first_sample(conversatio
     assert not list((conversations.state_dir / "guard").glob("trial-*"))
 
 
+@pytest.mark.heavy
 def test_the_trial_resumes_where_the_live_run_does(sample, tmp_path: Path):
     """The job on the copy reads its state (memory-maintain's cursor) under the live database's
     name: after a completed round, the trial links only the new orphans, as the live run does."""

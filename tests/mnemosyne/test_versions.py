@@ -83,6 +83,7 @@ def _one_line(completed) -> str:
         ("eval", "run", "--suite", SUITE),
     ],
 )
+@pytest.mark.heavy
 def test_a_database_written_by_4_0_is_refused_by_mnemo_ops_with_3_15(
     sample, other_sample_template, other_mnemosyne, tmp_path, command
 ):
@@ -120,6 +121,7 @@ def test_the_refusal_is_a_failed_run_in_json_with_exit_2(
     assert result["stats"]["database_written_by"].startswith("Mnemosyne 4.0")
 
 
+@pytest.mark.heavy
 def test_an_older_database_is_not_upgraded_beside_the_agent(
     sample, other_sample_template, other_mnemosyne, tmp_path
 ):

@@ -80,6 +80,7 @@ def test_the_guard_measures_without_vectors_when_they_are_switched_off(vector_ho
     assert vectors["switched_off"] and vectors["embedded"] == 0
 
 
+@pytest.mark.heavy
 def test_the_eval_recalls_with_vectors_and_refuses_without_them(
     vector_home, vector_cli, embedding_server, tmp_path
 ):

@@ -24,6 +24,7 @@ def _codes(result: dict) -> set[str]:
     return {warning["code"] for warning in result["warnings"]}
 
 
+@pytest.mark.heavy
 def test_the_vector_home_is_whole_and_the_audit_counts_it(vector_home, vector_cli):
     state = read_state(vector_home.db_path)
     assert state.live and state.live_without_vector == set()
@@ -74,6 +75,7 @@ def test_lost_vectors_are_written_back_through_mnemosyne_and_counted(vector_home
     assert again["changes"] == {}
 
 
+@pytest.mark.heavy
 def test_vectors_are_written_as_mnemosyne_writes_them(vector_home, vector_cli):
     """The repaired vector is the one Mnemosyne stored (same quantised bytes in vec_working)."""
     memory_id = sorted(read_state(vector_home.db_path).live)[0]
@@ -97,6 +99,7 @@ def test_vectors_are_written_as_mnemosyne_writes_them(vector_home, vector_cli):
     assert repaired == original
 
 
+@pytest.mark.heavy
 def test_without_sqlite_vec_the_gap_is_one_warning_and_nothing_is_written(vector_home, vector_cli):
     if stdlib_loads_extensions():
         pytest.skip("this Python's own sqlite3 loads extensions: there is no plain Python to use")

@@ -38,6 +38,7 @@ def test_bridge_drain_rows_get_both_vectors_at_once(vector_home, vector_cli):
     assert after.live_without_vector == set()
 
 
+@pytest.mark.heavy
 def test_memory_maintain_leaves_the_vector_stores_as_they_were(vector_home, vector_cli):
     before = read_state(vector_home.db_path)
 

@@ -50,6 +50,7 @@ def generated_profile():
         ("cross_session_overlap", 0.05),
     ],
 )
+@pytest.mark.heavy
 def test_profile_matches_the_sample_at_its_size(sample_profile, generated_profile, name, tolerance):
     expected = getattr(sample_profile, name)
     assert abs(generated_profile[name] - expected) <= tolerance, (

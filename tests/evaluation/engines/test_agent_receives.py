@@ -34,6 +34,7 @@ def _busy_cores():
     ]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("profile", ["plain", "hermes"])
 def test_the_cost_counts_are_the_same_whatever_the_machine_is_doing(conversations, profile):
     queries = _queries(conversations)

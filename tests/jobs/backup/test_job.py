@@ -229,6 +229,7 @@ def test_restore_to_another_path(sample, cli, tmp_path):
     assert mode == "wal"
 
 
+@pytest.mark.heavy
 def test_dry_runs_change_nothing(sample, cli):
     before = sample_snapshot(sample)  # the very first run: not even the backups folder may appear
     code, dry = run_json(cli, "run", "backup", "--dry-run")
@@ -423,6 +424,7 @@ def test_a_daily_reused_as_a_pre_write_checkpoint_stays_through_manual_backups(s
     assert listed[first["checkpoint"]]["retention"]["rollback_for"] == ["memory-maintain"]
 
 
+@pytest.mark.heavy
 def test_compaction_keeps_the_store_near_what_the_kept_checkpoints_use(sample, sample_settings):
     """Twelve nights of churn with three dailies kept, side by side: without compaction the first
     pack stays for its few pages still in use and the store grows; with it, it does not."""

@@ -51,6 +51,7 @@ def second_disk(tmp_path) -> Path:
     return folder
 
 
+@pytest.mark.heavy
 def test_each_backup_is_copied_verified_private_and_kept_by_its_own_count(
     sample, cli, tmp_path, second_disk
 ):
@@ -139,6 +140,7 @@ def test_a_dry_run_says_what_it_would_copy_and_writes_nothing(sample, cli, tmp_p
     assert tree(sample.state_dir / "backups") == before_backups
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("tool", ["rsync", "rclone"])
 def test_a_target_whose_tool_is_missing_is_refused_in_one_line(sample, cli, tmp_path, tool):
     config = write_config(tmp_path, copy_to=f"{tool}:backup-host:/srv/mnemo")

@@ -111,6 +111,7 @@ def test_dry_run_counts_without_changing_anything(sample, cli):
     assert real["changes"]["items_rejected"] == 1
 
 
+@pytest.mark.heavy
 def test_second_run_and_redelivery_are_no_ops(sample, cli):
     _drain(cli)
     count = len(_rows(sample))
@@ -216,6 +217,7 @@ def test_bad_items_are_rejected_alone_and_the_rest_goes_in(sample, cli):
     assert (_queue(sample) / "cur" / "batch.jsonl").exists()
 
 
+@pytest.mark.heavy
 def test_json_array_and_content_merged_by_mnemosyne(sample, cli):
     existing = _rows(sample, "session_id = (SELECT session_id FROM working_memory LIMIT 1)")[0]
     items = [

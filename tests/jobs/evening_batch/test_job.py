@@ -111,6 +111,7 @@ def test_skips_with_75_while_another_writer_holds_the_lock(sample, sample_settin
     assert not _episodic_rows(sample.db_path)
 
 
+@pytest.mark.heavy
 def test_dry_run_reports_the_real_counts_and_leaves_no_file_behind(sample, cli, tmp_path):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -314,6 +315,7 @@ def test_bad_config_values_exit_2_naming_the_key(sample, tmp_path, option):
     assert f"evening_batch.{option.split(':')[0]}" in (output.get("error") or "")
 
 
+@pytest.mark.heavy
 def test_dry_run_of_an_incremental_update_is_pure_and_counts_what_the_real_run_does(
     sample, sample_settings, cli
 ):
@@ -444,6 +446,7 @@ def _recall(sample, query):
     return json.loads(completed.stdout.splitlines()[-1])
 
 
+@pytest.mark.heavy
 def test_mnemosyne_doctor_finds_nothing_new_and_recall_works_afterwards(sample, sample_settings):
     findings = _doctor_findings(sample)
     recalled = _recall(sample, "tomato seeds")
@@ -489,6 +492,7 @@ def _eligible_sessions(db_path) -> dict[str, int]:
         connection.close()
 
 
+@pytest.mark.heavy
 def test_the_session_quota_sleeps_the_oldest_sessions_and_leaves_the_rest_for_the_next_night(
     sample, sample_settings
 ):
@@ -515,6 +519,7 @@ def test_the_session_quota_sleeps_the_oldest_sessions_and_leaves_the_rest_for_th
     assert _eligible_sessions(sample.db_path) == {}
 
 
+@pytest.mark.heavy
 def test_a_session_left_with_rows_is_skipped_until_its_rows_change(sample, sample_settings):
     from mnemo_ops.jobs.evening_batch.consolidation.steps import LEFT_OVER
 

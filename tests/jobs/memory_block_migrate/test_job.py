@@ -48,6 +48,7 @@ def _canonical_bodies(db_path) -> set[str]:
         connection.close()
 
 
+@pytest.mark.heavy
 @pytest.mark.guard
 def test_full_blocks_move_verified_exactly_once_under_the_guard(conversations):
     home = conversations
@@ -150,6 +151,7 @@ def test_full_blocks_move_verified_exactly_once_under_the_guard(conversations):
     assert user.read_bytes() == migrated  # and back again: nothing is ever lost
 
 
+@pytest.mark.heavy
 def test_the_guard_refuses_on_a_tiny_home_and_the_trial_never_touches_the_live_files(
     sample, tmp_path
 ):
@@ -171,6 +173,7 @@ def test_the_guard_refuses_on_a_tiny_home_and_the_trial_never_touches_the_live_f
     assert not list((sample.state_dir / "guard").glob("trial-*"))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["symlink", "invalid-utf8", "oversize"])
 def test_a_suspicious_block_is_reported_and_left_byte_identical(sample, tmp_path, kind):
     """The block is left byte-identical. With the symlink, the other block is still looked after;
@@ -224,6 +227,7 @@ def test_a_missing_block_and_a_symlinked_folder(sample, tmp_path):
     assert warning_codes(data)["memory-block-refused"] == "error"
 
 
+@pytest.mark.heavy
 def test_an_entry_recall_cannot_find_stays_and_a_keep_pattern_holds(sample, tmp_path):
     """An entry of symbols only is stored but recall by its text finds nothing: it stays in the
     file, is reported, its row is closed, and another entry moves in its place."""
@@ -252,6 +256,7 @@ def test_an_entry_recall_cannot_find_stays_and_a_keep_pattern_holds(sample, tmp_
     assert again.returncode == 0 and set(second["changes"].values()) == {0}
 
 
+@pytest.mark.heavy
 def test_nightly_first_seen_dates_decide_the_order(sample, tmp_path):
     """Entries first seen by an earlier nightly audit move before one written since, wherever the
     agent put it in the file."""

@@ -104,6 +104,7 @@ def copy_sample(layout: SampleLayout, target: Path) -> SampleLayout:
     return SampleLayout(target)
 
 
+@pytest.mark.heavy
 def test_dry_run_counts_what_the_real_run_does_and_a_second_run_does_nothing(sample):
     findings_before = doctor_findings(sample)
     orphans_before = orphans(sample.db_path)
@@ -141,6 +142,7 @@ def test_dry_run_counts_what_the_real_run_does_and_a_second_run_does_nothing(sam
     assert doctor_findings(sample) == findings_before
 
 
+@pytest.mark.heavy
 def test_incremental_runs_link_only_new_rows(sample):
     first = run_job(sample)
     assert first["stats"]["linking"]["mode"] == "full"
@@ -181,6 +183,7 @@ def test_edges_follow_mnemosynes_linking_rules(sample):
     assert result["stats"]["linking"]["orphans_unmatched"] == len(unmatched)
 
 
+@pytest.mark.heavy
 def test_backstop_closes_and_promotes_by_the_trigger_rules(sample):
     first = run_job(sample)
     assert first["changes"]["canonical_promoted"] == 10
@@ -231,6 +234,7 @@ def test_backstop_closes_and_promotes_by_the_trigger_rules(sample):
     assert set(run_job(sample)["changes"].values()) == {0}
 
 
+@pytest.mark.heavy
 def test_backstop_reaches_the_state_the_trigger_keeps(sample, tmp_path):
     with_trigger = sample
     without_trigger = copy_sample(sample, tmp_path / "without-trigger")
@@ -274,6 +278,7 @@ def test_per_run_cap_resumes_and_ends_where_one_run_ends(sample, tmp_path):
     assert set(run_job(sample)["changes"].values()) == {0}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("option", ["k=0", "min_score=2", "colour=blue", "max_rows=many"])
 def test_bad_options_are_usage_errors(sample, option):
     completed = run_cli(sample, "run", "memory-maintain", "--option", option)
@@ -326,6 +331,7 @@ def _insert_stated_fact(db_path: Path, row_id: str) -> None:
     connection.close()
 
 
+@pytest.mark.heavy
 def test_backstop_runs_incrementally_while_the_trigger_is_current(sample):
     assert run_cli(sample, "trigger", "install").returncode == 0
     first = run_job(sample)
@@ -398,6 +404,7 @@ def test_linking_can_be_turned_off_and_the_backstop_still_promotes(sample):
     assert run_job(sample)["changes"]["edges_created"] > 0  # on by default
 
 
+@pytest.mark.heavy
 @pytest.mark.guard
 def test_a_run_with_nothing_new_makes_no_trial_and_a_new_row_brings_it_back(sample):
     """Between full passes a run with no row past either mark changes nothing, so the recall guard's
@@ -439,6 +446,7 @@ def _add_rows_one_transaction_each(db_path: Path, count: int) -> None:
         connection.close()
 
 
+@pytest.mark.heavy
 def test_a_crowded_index_is_merged_before_linking_and_a_dry_run_only_says_so(sample):
     _add_rows_one_transaction_each(sample.db_path, 40)
     crowded = _segments(sample.db_path)

@@ -3,6 +3,7 @@
 import shutil
 
 import apsw
+import pytest
 
 from devtools.samples.realistic_memories import add_realistic_memories
 from mnemo_ops.foundation.clock import local_timestamp
@@ -64,6 +65,7 @@ def _link(db_path, budget):
         connection.close()
 
 
+@pytest.mark.heavy
 def test_a_bounded_pass_links_about_as_many_orphans_as_the_exact_one(sample, tmp_path):
     add_realistic_memories(sample.db_path, 2000, seed=6)
     exact_copy = tmp_path / "exact.db"

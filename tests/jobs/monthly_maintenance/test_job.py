@@ -205,6 +205,7 @@ REPAIR_FINDINGS = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.guard
 def test_repairable_damage_is_found_repaired_and_doctor_is_clean(sample, cli):
     db = sample.db_path
@@ -363,6 +364,7 @@ def test_review_findings_are_reported_and_nothing_is_removed(sample, cli):
         )
 
 
+@pytest.mark.heavy
 def test_rows_without_vectors_without_a_model_give_one_counted_warning(sample, cli):
     first = working_ids(sample.db_path)[0]
     execute(
@@ -389,6 +391,7 @@ def test_rows_without_vectors_without_a_model_give_one_counted_warning(sample, c
     assert "vectors_reembedded" not in result["changes"]
 
 
+@pytest.mark.heavy
 def test_dry_run_is_pure_and_plans_what_the_real_run_does(sample, cli):
     damage_repairable(sample.db_path)
     damage_for_review(sample.db_path)
@@ -439,6 +442,7 @@ def test_damaged_database_gets_no_writes_and_the_restore_command(sample, cli):
     assert (file_digest(sample.db_path), file_digest(wal)) == before
 
 
+@pytest.mark.heavy
 def test_vacuum_only_when_asked(cli):
     plain = run(cli)
     assert "vacuum" not in plain["stats"]["maintenance"]
@@ -448,6 +452,7 @@ def test_vacuum_only_when_asked(cli):
     assert vacuumed["stats"]["maintenance"]["vacuum"] is True and vacuumed["changes"] == {}
 
 
+@pytest.mark.heavy
 def test_multi_valued_predicates_from_the_config_stay_open(sample, cli, tmp_path):
     execute(
         sample.db_path,

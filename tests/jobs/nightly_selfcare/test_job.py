@@ -13,6 +13,7 @@ import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.core import state
@@ -75,6 +76,7 @@ def plant_expired(sample, now: datetime) -> dict:
     return paths
 
 
+@pytest.mark.heavy
 def test_dry_run_reports_real_counts_and_changes_nothing(sample, cli, tmp_path):
     paths = plant_expired(sample, datetime.now(UTC))
     state.open_state(sample.state_dir / "state.db").close()
@@ -100,6 +102,7 @@ def test_dry_run_reports_real_counts_and_changes_nothing(sample, cli, tmp_path):
     assert again["changes"]["files_staged"] == 0 and again["changes"]["row_counts_recorded"] == 0
 
 
+@pytest.mark.heavy
 def test_a_manifest_left_behind_by_a_killed_run_is_rewritten_by_the_next(sample, cli):
     # A run killed after its last move but before the day's index was written leaves entries the
     # manifest does not list; with nothing new to stage, the next run must still bring it up to date.
@@ -290,6 +293,7 @@ def plant_secrets(sample) -> None:
     os.chmod(home / ".env", 0o640)
 
 
+@pytest.mark.heavy
 def test_planted_secrets_never_appear_anywhere(sample, cli):
     plant_secrets(sample)
     outputs = []

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from tests.jobs.retrieval_eval.test_job import close_memory, parse, write_config
 from tests.purity import assert_unchanged, sample_snapshot
 
@@ -48,6 +50,7 @@ def user_row(sample, memory_id: str) -> str:
         connection.close()
 
 
+@pytest.mark.heavy
 def test_no_suite_fails_then_eval_init_passes_then_lost_recall_fails(cli, sample):
     suite = sample.state_dir / "eval" / "suite.jsonl"
     baseline = sample.state_dir / "eval" / "baseline.json"
@@ -147,6 +150,7 @@ def test_eval_init_keeps_an_existing_suite_unless_forced(cli, sample):
     assert "mine" not in suite.read_text()
 
 
+@pytest.mark.heavy
 def test_a_typo_is_not_a_run_and_the_report_stays_clean(cli, sample, tmp_path):
     """Usage errors exit 2 with one line naming the file and record nothing; a real failure is
     recorded and the report shows it."""

@@ -136,6 +136,7 @@ def remember(layout, session_id: str, text: str, importance: float = 0.6) -> str
     return completed.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.heavy
 def test_the_extractor_stores_the_weeks_lessons_once_under_the_recall_guard(week):
     installed = run_cli(week, "--config", config(week), "trigger", "install")
     assert installed.returncode == 0, installed.stderr
@@ -261,6 +262,7 @@ def test_lessons_that_outrank_the_users_own_words_are_refused_by_the_guard(week)
     )
 
 
+@pytest.mark.heavy
 def test_a_dry_run_lists_the_lessons_with_the_counts_and_changes_nothing(week, reflected_template):
     config_file = config(week)
     before = sample_snapshot(week)
@@ -277,6 +279,7 @@ def test_a_dry_run_lists_the_lessons_with_the_counts_and_changes_nothing(week, r
     ]
 
 
+@pytest.mark.heavy
 def test_a_restated_lesson_reinforces_and_a_contradiction_supersedes(reflected):
     week = reflected
     [before] = [row for row in lessons(week.db_path) if row["metadata"]["kind"] == "preference"]
@@ -320,6 +323,7 @@ def model_environment(tmp_path) -> dict[str, str]:
     return model_plugin_environment(tmp_path / "model")
 
 
+@pytest.mark.heavy
 def test_with_the_test_model_its_lessons_are_the_ones_stored(week, tmp_path):
     environment = model_environment(tmp_path)
     config_file = config(week, "models:\n  model: mnemo-test\n  remote: false\n")
@@ -341,6 +345,7 @@ def test_with_the_test_model_its_lessons_are_the_ones_stored(week, tmp_path):
     assert reflection_week.API_KEY not in prompt and "[REDACTED:openai-key]" in prompt
 
 
+@pytest.mark.heavy
 def test_private_rows_never_reach_a_remote_model(week, tmp_path):
     environment = model_environment(tmp_path)
     config_file = config(week, "models:\n  model: mnemo-test\n")  # remote: true by default
@@ -358,6 +363,7 @@ def test_private_rows_never_reach_a_remote_model(week, tmp_path):
     assert methods == {"mnemo-test", "extractive"}
 
 
+@pytest.mark.heavy
 def test_a_malformed_answer_skips_its_batch_and_the_run_goes_on(week, tmp_path):
     environment = model_environment(tmp_path)
     config_file = config(week, "models:\n  model: mnemo-test-malformed\n  remote: false\n")
@@ -370,6 +376,7 @@ def test_a_malformed_answer_skips_its_batch_and_the_run_goes_on(week, tmp_path):
     assert result["changes"]["lessons_stored"] >= 3
 
 
+@pytest.mark.heavy
 def test_kill_9_mid_run_then_the_rerun_stores_each_lesson_exactly_once(week, reflected_template):
     reference, reference_result = reflected_template  # the same week, reflected without a kill
     expected = reference_result["changes"]["lessons_stored"]
@@ -420,6 +427,7 @@ def test_the_report_lists_what_was_learned_this_week(reflected):
     assert "new preference: The user prefers window seats on long flights. (2x, extractive)" in text
 
 
+@pytest.mark.heavy
 def test_beside_a_live_agent_writing_through_mnemosyne(week):
     """The agent writes every few milliseconds while the lessons are stored: it sees no error, and
     every row it wrote is there."""

@@ -381,6 +381,7 @@ def _run_as_hermes(paths, job: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.heavy
 def test_the_scripts_run_as_hermes_runs_them(sample):
     env = sample.environ()
     result = run_cli(sample, "hermes", "install")
@@ -423,6 +424,7 @@ def test_the_scripts_run_as_hermes_runs_them(sample):
     assert "database not found" in failing.stdout and failing.stdout.endswith("(exit 2)\n")
 
 
+@pytest.mark.heavy
 def test_the_report_job_delivers_the_report_only_when_something_needs_the_user(sample):
     assert run_cli(sample, "hermes", "install").returncode == 0
     paths = HermesPaths(sample.hermes_home)

@@ -117,6 +117,7 @@ def _old_chatter_home(tmp_path, extra=None, canonical=None):
     return build(tmp_path / "home", spec)
 
 
+@pytest.mark.heavy
 def test_pinned_identity_lineage_and_eval_answers_are_never_archived(tmp_path):
     protected = [
         {
@@ -199,6 +200,7 @@ def test_pinned_identity_lineage_and_eval_answers_are_never_archived(tmp_path):
     assert result.changes["memories_archived"] == 1
 
 
+@pytest.mark.heavy
 def test_at_most_max_archived_per_night_lowest_utility_first(tmp_path):
     layout, ids = _old_chatter_home(tmp_path)
     settings = settings_for(layout, tmp_path, "sleep:\n  max_archived_per_night: 5\n")
@@ -232,6 +234,7 @@ def test_the_dry_run_counts_exactly_what_the_real_run_archives_and_changes_nothi
     assert real.changes["memories_archived"] >= 45
 
 
+@pytest.mark.heavy
 def test_a_suite_answer_the_night_would_archive_is_refused_by_the_guard(experiment, tmp_path):
     """With the protection off, the guard still stands: the user's eval suite names a noise memory,
     the trial archives it, the case fails, the change is refused and the live database untouched."""
@@ -326,6 +329,7 @@ def test_a_row_that_is_the_only_place_of_a_fact_is_kept_and_a_restatement_goes(t
     assert "duplicate" in text and "chatter" in text
 
 
+@pytest.mark.heavy
 def test_with_the_rule_broken_the_guard_refuses_the_lost_fact(tmp_path):
     """With ``forget_keeps_facts`` off the night would archive the only row of a fact: the recall
     guard counts it as lost (no eval suite names it, no probe needs to fail) and refuses the change;

@@ -151,6 +151,7 @@ def test_faithfulness_catches_a_word_or_a_date_the_sources_do_not_hold():
     ) == ("dog", "pet", "family pet")
 
 
+@pytest.mark.heavy
 def test_the_owners_statements_graduate_with_lineage_once(plugin_home, tmp_path):
     layout, ids = plugin_home
     settings = settings_for(layout, tmp_path)
@@ -210,6 +211,7 @@ def test_the_owners_statements_graduate_with_lineage_once(plugin_home, tmp_path)
     assert len(_graduated(layout.db_path)) == 4
 
 
+@pytest.mark.heavy
 def test_a_restatement_on_a_later_night_reinforces_the_graduated_row(tmp_path):
     layout, ids = build(tmp_path / "home", _spec(_memory("dog", DOG, "hermes_a", 5)))
     settings = settings_for(layout, tmp_path)
@@ -251,6 +253,7 @@ def test_a_killed_run_is_finished_and_never_stores_twice(plugin_home, tmp_path):
     assert all(record["applied"] == store.APPLIED for record in _records(layout))
 
 
+@pytest.mark.heavy
 def test_graduation_is_bounded_per_night_and_per_owner(plugin_home, tmp_path):
     layout, _ = plugin_home
     nightly = settings_for(layout, tmp_path, "sleep:\n  graduate_per_night: 1\n")
@@ -296,6 +299,7 @@ def _changed_home(tmp_path):
     return layout, first, more["new"]
 
 
+@pytest.mark.heavy
 def test_a_changed_fact_supersedes_the_graduated_row(tmp_path):
     layout, first, newer = _changed_home(tmp_path)
     night = _run(settings_for(layout, tmp_path))
@@ -310,6 +314,7 @@ def test_a_changed_fact_supersedes_the_graduated_row(tmp_path):
     assert "Bergen" in live[0]["content"] and "Oslo" not in live[0]["content"]
 
 
+@pytest.mark.heavy
 def test_a_changed_fact_supersedes_even_before_the_new_one_graduates(tmp_path):
     """No room tonight for the newer statement: the old row is still closed, pointing to the newer
     statement itself (a supersession the recall guard does not count as a lost fact)."""
@@ -325,6 +330,7 @@ def test_a_changed_fact_supersedes_even_before_the_new_one_graduates(tmp_path):
     assert _run(full).changes["statements_graduated"] == 1
 
 
+@pytest.mark.heavy
 def test_a_home_several_people_talk_to_graduates_nothing(tmp_path):
     layout, _ = build(
         tmp_path / "home",
@@ -366,6 +372,7 @@ def test_a_group_chat_graduates_nothing(tmp_path):
     assert result.stats["sleep"]["graduation"]["why"] == "group-chat"
 
 
+@pytest.mark.heavy
 def test_one_profiles_facts_never_reach_anothers(tmp_path):
     """Two Hermes profiles, each with its own home (or bank): a night on one writes only there."""
     work, _ = build(tmp_path / "work", _spec(_memory("job", JOB, "hermes_a", 2)))
@@ -401,6 +408,7 @@ def test_graduated_rows_are_listed_and_closed_by_restore(plugin_home, tmp_path):
     assert unknown.returncode == 2 and "no graduated row" in unknown.stderr
 
 
+@pytest.mark.heavy
 def test_a_graduated_rows_source_is_never_archived(plugin_home, tmp_path):
     """Forgetting may archive a row whose facts survive in a current row, and a graduated row
     holds its source's facts: the lineage keeps the source (the evidence) from being archived.
@@ -424,6 +432,7 @@ def test_a_graduated_rows_source_is_never_archived(plugin_home, tmp_path):
     assert not sources & archived
 
 
+@pytest.mark.heavy
 def test_a_failing_model_leaves_the_rows_for_the_next_night(
     plugin_home, tmp_path, monkeypatch, registered_test_models
 ):
@@ -459,6 +468,7 @@ def _model_answers(tmp_path, monkeypatch, ids) -> None:
     monkeypatch.setenv("MNEMO_TEST_MODEL_ANSWERS", str(path))
 
 
+@pytest.mark.heavy
 def test_with_a_local_model_statements_carry_kinds_and_an_unfaithful_one_is_not_written(
     plugin_home, tmp_path, monkeypatch, registered_test_models
 ):

@@ -96,6 +96,7 @@ def _run(settings, dry_run=False):
     )
 
 
+@pytest.mark.heavy
 def test_only_the_users_statements_are_raised_and_each_is_recorded_first(home, tmp_path):
     settings = settings_for(home, tmp_path)
     before = _importance(home.db_path)
@@ -138,6 +139,7 @@ def test_only_the_users_statements_are_raised_and_each_is_recorded_first(home, t
     assert again.changes["importance_raised"] == 0 and _importance(home.db_path) == after
 
 
+@pytest.mark.heavy
 def test_the_quota_and_a_killed_run_are_finished_by_the_next(home, tmp_path):
     capped = settings_for(home, tmp_path, "sleep:\n  importance_rows_per_run: 5\n")
     first = _run(capped)
@@ -171,6 +173,7 @@ def test_the_quota_and_a_killed_run_are_finished_by_the_next(home, tmp_path):
     assert second.changes["importance_raised"] == 1 + 5
 
 
+@pytest.mark.heavy
 def test_restore_puts_back_exactly_what_was_raised(home, tmp_path):
     settings = settings_for(home, tmp_path)
     before = _importance(home.db_path)
@@ -221,6 +224,7 @@ def test_what_the_plugin_injects_grows_on_an_aged_home(tmp_path):
     assert received() > before
 
 
+@pytest.mark.heavy
 def test_a_raised_statement_is_never_archived(home, tmp_path):
     """Forgetting archives old rows of low utility; a statement raised as worth keeping is not one
     of them, though its prominence decays like any conversation turn's (its importance keeps it

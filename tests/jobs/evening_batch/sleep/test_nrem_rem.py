@@ -94,6 +94,7 @@ def _model_config(tmp_path, monkeypatch, model: str, extra: str = "") -> str:
     return f"models:\n  model: {model}\n{extra}"
 
 
+@pytest.mark.heavy
 def test_a_night_fuses_each_cluster_once_and_never_touches_a_source(dream, tmp_path):
     layout, ids = dream
     before = _working(layout.db_path)

@@ -105,6 +105,7 @@ def test_restatements_confirm_the_first_memory_and_are_linked_to_it(restatements
     assert again.checkpoint is None
 
 
+@pytest.mark.heavy
 def test_the_check_quota_is_the_nights_so_a_second_run_that_night_checks_nothing(
     restatements, tmp_path
 ):
@@ -144,6 +145,7 @@ def test_an_exact_restatement_folded_into_its_row_counts_as_a_confirmation(resta
     assert any(method == "exact" for _target, method in confirmations.values())
 
 
+@pytest.mark.heavy
 def test_a_greeting_said_again_confirms_nothing(tmp_path):
     """Chatter restated, word for word (folded into its row) or nearly, is not a confirmation: it
     would keep the greeting from ever decaying out."""
@@ -192,6 +194,7 @@ CANONICAL = [
 ]
 
 
+@pytest.mark.heavy
 def test_only_proven_contradictions_close_the_older_memory_and_restore_undoes_it(tmp_path):
     layout, ids = build(
         tmp_path / "home",
@@ -240,6 +243,7 @@ def test_only_proven_contradictions_close_the_older_memory_and_restore_undoes_it
     assert ids["old-city"] in live_working_ids(layout.db_path)
 
 
+@pytest.mark.heavy
 def test_mnemosynes_edges_are_never_changed_and_ours_decay_to_the_floor(restatements, tmp_path):
     layout, ids = restatements
     plain = settings_for(layout, tmp_path, "guard:\n  enabled: false\n")

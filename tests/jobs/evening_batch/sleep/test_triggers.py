@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+import pytest
 from freezegun import freeze_time
 
 from mnemo_ops.core import state
@@ -34,6 +35,7 @@ def _ledger(layout):
     return state.open_state_readonly(layout.state_dir / "state.db")
 
 
+@pytest.mark.heavy
 def test_if_needed_without_a_trigger_writes_nothing_and_makes_no_trial(sample, tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text(elsewhere())
@@ -116,6 +118,7 @@ def test_many_new_memories_of_even_importance_fire_the_entropy_trigger(tmp_path)
     )
 
 
+@pytest.mark.heavy
 def test_pending_contradictions_fire_the_density_trigger(tmp_path):
     from tests.jobs.evening_batch.sleep.test_reinforcement import CONTRADICTIONS, TRIPLES
 
@@ -134,6 +137,7 @@ def test_pending_contradictions_fire_the_density_trigger(tmp_path):
     assert again.stats["sleep_triggers"]["pending_contradictions"] == 0  # settled by the sleep
 
 
+@pytest.mark.heavy
 def test_the_time_trigger_reads_the_last_sleep_from_the_ledger(sample, tmp_path):
     """Slept at 21:00; at 03:00 (six hours on) nothing fires, whatever restarts happened; at 03:00 the
     next night (30 hours on) the time trigger fires."""
