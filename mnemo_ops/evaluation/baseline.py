@@ -6,6 +6,14 @@ overall and per category, and each case's hit rank. It is written only when aske
 
 Comparison: a metric that dropped by more than its tolerance, or more cases that passed in the
 baseline and fail now than ``max_case_regressions`` allows, is a regression (exit 1).
+
+Where the agent is asked counts on its own: a baseline also pins each place's figures (recall,
+evidence received, answer received: ``evaluate.Evaluation.places``) and, per case, whether its
+evidence reached the agent where it is asked. A place whose figure dropped by more than the
+metric's tolerance is a regression, even when the overall figures hold (a new conversation losing
+what the same chat keeps); a case whose evidence was received in the baseline and is not now counts
+as a case regression. A baseline written before places were pinned is compared overall only, with
+a warning.
 """
 
 from __future__ import annotations
@@ -43,11 +51,19 @@ def baseline_data(evaluation: Evaluation) -> dict[str, Any]:
         "k": evaluation.k,
         "metrics": evaluation.metrics,
         "per_category": evaluation.per_category,
-        "cases": {
-            outcome.case.id: {"rank": outcome.score.hit_rank, "passed": outcome.score.passed}
-            for outcome in evaluation.outcomes
-        },
+        **({"places": evaluation.places} if evaluation.places is not None else {}),
+        "cases": {outcome.case.id: _case_data(outcome) for outcome in evaluation.outcomes},
     }
+
+
+def _case_data(outcome) -> dict[str, Any]:
+    """One case in a baseline: its hit rank, whether it passed, and where it was asked and whether
+    its evidence reached the agent there (when the run judged it)."""
+    data: dict[str, Any] = {"rank": outcome.score.hit_rank, "passed": outcome.score.passed}
+    if outcome.received is not None:
+        data["place"] = outcome.received.place
+        data["evidence_received"] = outcome.received.evidence
+    return data
 
 
 def write_baseline(path: Path, evaluation: Evaluation) -> dict[str, Any]:
@@ -174,12 +190,27 @@ def compare(
                 }
             )
 
+    place_drops, place_changes = _place_drops(evaluation, baseline, tolerances, tolerance)
+    drops += place_drops
+    changes.update(place_changes)
+    if evaluation.places is not None and not isinstance(baseline.get("places"), dict):
+        warnings.append(
+            "the baseline pins no places (written by an older mnemo-ops): each place the agent is "
+            "asked in is not compared; write a new baseline to gate on them"
+        )
+
     regressions, improvements = [], []
     for outcome in evaluation.outcomes:
         before = baseline["cases"].get(outcome.case.id)
         if not isinstance(before, dict):
             continue
-        if before.get("passed") and not outcome.score.passed:
+        lost_there = (
+            before.get("evidence_received") is True
+            and outcome.received is not None
+            and outcome.received.place == before.get("place")
+            and not outcome.received.evidence
+        )
+        if (before.get("passed") and not outcome.score.passed) or lost_there:
             regressions.append(
                 {
                     "id": outcome.case.id,
@@ -187,6 +218,7 @@ def compare(
                     "category": outcome.case.category,
                     "expected": outcome.case.expected_text(),
                     "baseline_rank": before.get("rank"),
+                    **({"place": before.get("place")} if lost_there else {}),
                     "got": [
                         {"id": item.id, "content": item.content[:160]}
                         for item in outcome.retrieved[:3]
@@ -206,3 +238,43 @@ def compare(
         engine_changed=engine_changed,
         warnings=warnings,
     )
+
+
+def _place_drops(
+    evaluation: Evaluation,
+    baseline: dict[str, Any],
+    tolerances: dict[str, Any],
+    tolerance: float,
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, float]]]:
+    """Each place's recall, evidence and answer received against the baseline's: the drops beyond
+    the metric's tolerance, and every change (named ``<place> <metric>``)."""
+    pinned = baseline.get("places")
+    if not isinstance(pinned, dict) or evaluation.places is None:
+        return [], {}
+    drops, changes = [], {}
+    for place, figures in pinned.items():
+        now_figures = evaluation.places.get(place)
+        if not isinstance(figures, dict) or now_figures is None:
+            continue
+        metrics = ["evidence_received", "answer_received"]
+        if now_figures.get("cases") != len(evaluation.outcomes):
+            # A place that holds every case has the suite's own recall, compared above.
+            metrics.insert(0, f"recall@{evaluation.k}")
+        for metric in metrics:
+            before, now = figures.get(metric), now_figures.get(metric)
+            if not isinstance(before, int | float) or not isinstance(now, int | float):
+                continue  # a share no case of the place can have
+            name = f"{place} {metric}"
+            changes[name] = {"baseline": before, "now": now, "delta": round(now - before, 6)}
+            allowed = tolerance_for(metric, tolerances, tolerance)
+            if before - now > allowed + EPSILON:
+                drops.append(
+                    {
+                        "metric": name,
+                        "baseline": before,
+                        "now": now,
+                        "drop": round(before - now, 6),
+                        "tolerance": allowed,
+                    }
+                )
+    return drops, changes

@@ -164,15 +164,20 @@ def _report_regressions(
         got = (
             "; ".join(f"{item['id']}: {item['content'][:80]}" for item in case["got"]) or "nothing"
         )
+        before = (
+            f"reached the agent in {case['place']} in the baseline and does not now"
+            if case.get("place")
+            else f"passed in the baseline (rank {case['baseline_rank']}) and fails now"
+        )
         ctx.warn(
             "case-regressed",
-            f"case {case['id']} passed in the baseline (rank {case['baseline_rank']}) and "
-            f"fails now: query {case['query']!r}, expected {case['expected']}, got {got}",
+            f"case {case['id']} {before}: query {case['query']!r}, expected {case['expected']}, "
+            f"got {got}",
             "error",
         )
     drops = ", ".join(drop["metric"] for drop in comparison.metric_drops)
     parts = ([f"metrics below tolerance: {drops}"] if drops else []) + (
-        [f"{len(comparison.case_regressions)} case(s) passed before and fail now"]
+        [f"{len(comparison.case_regressions)} case(s) found or received before and not now"]
         if comparison.case_regressions
         else []
     )

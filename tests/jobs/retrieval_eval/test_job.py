@@ -76,7 +76,12 @@ def test_baseline_then_run_with_mnemosyne_recall(cli, sample, tmp_path):
     assert len(baseline["cases"]) == 16 and all(
         "rank" in case for case in baseline["cases"].values()
     )
-    assert baseline["cases"]["server-deploy-day"] == {"rank": 1, "passed": True}
+    assert baseline["cases"]["server-deploy-day"] == {
+        "rank": 1,
+        "passed": True,
+        "place": "no-session",
+        "evidence_received": True,
+    }
 
     before = sample_snapshot(sample)
     ran = cli(
