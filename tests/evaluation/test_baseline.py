@@ -105,7 +105,9 @@ def test_a_change_that_lowers_only_a_new_conversation_fails_the_gate(home, tmp_p
     assert completed.returncode == 1, completed.stdout + completed.stderr
     result = json.loads(completed.stdout)
     drops = [
-        warning["message"] for warning in result["warnings"] if warning["code"] == "metric-regressed"
+        warning["message"]
+        for warning in result["warnings"]
+        if warning["code"] == "metric-regressed"
     ]
     # The whole suite's figures stay within the tolerance; the new conversation's do not.
     assert drops and all(message.startswith(f"{NEW_PLACE} ") for message in drops), drops
@@ -139,4 +141,6 @@ def test_a_baseline_without_places_is_compared_overall_and_says_so(home, tmp_pat
 
     result = json.loads(completed.stdout)
     assert completed.returncode == 0, result["error"]
-    assert any("the baseline pins no places" in warning["message"] for warning in result["warnings"])
+    assert any(
+        "the baseline pins no places" in warning["message"] for warning in result["warnings"]
+    )
