@@ -24,8 +24,6 @@ from typing import Any
 
 from mnemo_ops.checkpoints import chunk_store, retention
 from mnemo_ops.checkpoints.files import remove_tree, tree_size
-from mnemo_ops.core import state
-from mnemo_ops.core.manifests import effective_manifests
 from mnemo_ops.foundation.errors import UsageError
 from mnemo_ops.foundation.private_files import PRIVATE_FILE_MODE, fsync_path, write_new_private
 from mnemo_ops.settings import Settings
@@ -260,6 +258,11 @@ def run_uses(settings: Settings) -> list[retention.RunUse]:
 
     The backup job's own runs are left out: the checkpoint it makes undoes none of its work.
     """
+    # Imported here: the ledger and the manifests are read only for retention, and the checkpoint
+    # child that every writing job starts would otherwise load them (and sqlite-utils) for nothing.
+    from mnemo_ops.core import state
+    from mnemo_ops.core.manifests import effective_manifests
+
     writers = {
         name
         for name, manifest in effective_manifests(settings).items()

@@ -27,6 +27,7 @@ from mnemo_ops.checkpoints.verify import (
     reassemble_database,
     verify_checkpoint,
 )
+from mnemo_ops.core.folders import STATE_FIX
 from mnemo_ops.core.lock import WriterLock, describe_holder, lock_path_for, probe_holder
 from mnemo_ops.core.progress import ProgressReporter
 from mnemo_ops.foundation.clock import utc_now
@@ -38,6 +39,7 @@ from mnemo_ops.foundation.private_files import (
     refuse_symlink,
     sha256_file,
 )
+from mnemo_ops.foundation.writable import require_writable
 from mnemo_ops.settings import Settings
 
 SIDE_SUFFIXES = ("", "-wal", "-shm")
@@ -128,6 +130,21 @@ def _prepare_copy(
     return temporary
 
 
+def check_restore_writes(target: Path, lock_dir: Path, safety_dir: Path | None) -> None:
+    """Refuse, before anything is moved and in a dry run alike, a restore that could not finish:
+    the target's folder (the restored copy is made there and renamed over it), the writer lock's
+    folder, and the folder the files it replaces are moved aside into. FolderError (exit 2) names
+    the first path and what to do, as a job's preflight does."""
+    require_writable(
+        target.parent,
+        "the restored database",
+        "make the folder writable, or restore elsewhere with --to PATH",
+    )
+    require_writable(lock_dir, "the writer lock", STATE_FIX)
+    if safety_dir is not None:
+        require_writable(safety_dir, "the files the restore moves aside", STATE_FIX)
+
+
 def restore_checkpoint(
     settings: Settings,
     name: str,
@@ -161,6 +178,7 @@ def restore_checkpoint(
     open_by = processes_using(present)
     lock_path = lock_path_for(settings.state_dir, target)
     safety_dir = settings.state_dir / "restore-safety" / f"{catalog.stamp(utc_now())}-{name}"
+    check_restore_writes(target, lock_path.parent, safety_dir.parent if present else None)
     outcome = RestoreOutcome(
         name,
         target,

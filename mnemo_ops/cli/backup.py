@@ -233,7 +233,8 @@ def register(app: typer.Typer) -> None:
             "the current DB and its -wal/-shm into <state_dir>/restore-safety/; then renames the restored "
             "file into place atomically and checks its row counts against the manifest.\n\n"
             "Exit codes: 0 restored (or, with --dry-run, would restore), 1 refused or failed, "
-            "2 no such checkpoint, 75 the writer lock is held.\n\n"
+            "2 no such checkpoint, or a folder it must write is read-only (named, before anything "
+            "moves), 75 the writer lock is held.\n\n"
             "Example: mnemo-ops backup restore daily-20261130T020000Z --dry-run"
         ),
     )(restore_command)

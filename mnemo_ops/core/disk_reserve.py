@@ -21,11 +21,14 @@ import dataclasses
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mnemo_ops.core.manifests import JobManifest
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.exit_codes import USAGE
 from mnemo_ops.settings import Settings
+
+if TYPE_CHECKING:  # the manifests module is for the annotation alone: the checkpoint child skips it
+    from mnemo_ops.core.manifests import JobManifest
 
 MEBIBYTE = 1024 * 1024
 

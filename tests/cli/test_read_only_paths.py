@@ -144,3 +144,19 @@ def test_as_root_the_mode_is_the_refusal_not_the_kernel(sample):
     with read_only(sample.db_path, 0o444):
         assert os.access(sample.db_path, os.W_OK)  # root: the kernel says yes
         assert unwritable_file_reason(sample.db_path) == "it is read-only (mode 0444)"
+
+
+def test_backup_restore_refuses_a_read_only_database_folder_before_moving_anything(sample, cli):
+    assert cli("run", "backup").returncode == 0
+    name = json.loads(cli("--json", "backup", "list").stdout)["checkpoints"][-1]["name"]
+    before = sample_snapshot(sample)
+    with read_only(sample.db_path.parent, 0o555):
+        refused = [cli("backup", "restore", name, *mode) for mode in ((), ("--dry-run",))]
+    for completed in refused:
+        assert completed.returncode == 2, (completed.args, completed.stdout, completed.stderr)
+        assert "read-only (mode 0555)" in error_line(completed, sample.db_path.parent)
+    # Nothing moved aside, no restored copy, no lock: the live database keeps every byte.
+    assert_unchanged(before, sample_snapshot(sample))
+    assert not (sample.state_dir / "restore-safety").exists()
+    # Writable again, the same restore runs: the refusal was the folder.
+    assert cli("backup", "restore", name, "--force").returncode == 0
