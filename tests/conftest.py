@@ -136,6 +136,23 @@ def agent_conversations(agent_conversations_template, tmp_path) -> SampleLayout:
     return copy_sample(agent_conversations_template, tmp_path / "agent-conversations")
 
 
+@pytest.fixture(scope="session")
+def hermes_home_template(tmp_path_factory) -> SampleLayout:
+    """The tests' Hermes conversation home, written the way the plugin writes it (sessions as Hermes
+    makes them; ``devtools/samples/hermes_conversations``), built once per session."""
+    from devtools.samples import hermes_conversations
+
+    return hermes_conversations.build(tmp_path_factory.mktemp("hermes-home") / "home")
+
+
+@pytest.fixture
+def hermes_home(hermes_home_template, tmp_path) -> SampleLayout:
+    """A private copy of the tests' Hermes conversation home for one test."""
+    from mnemo_ops.mnemosyne.sample_home import copy_home
+
+    return copy_home(hermes_home_template, tmp_path / "home")
+
+
 @pytest.fixture
 def sample_settings(sample) -> Settings:
     """Settings resolved for the test's sample home, as the CLI would resolve them."""

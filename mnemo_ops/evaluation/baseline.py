@@ -173,22 +173,11 @@ def compare(
         if name not in evaluation.metrics:
             continue
         now = evaluation.metrics[name]
-        changes[name] = {"baseline": before, "now": now, "delta": round(now - before, 6)}
-        allowed = tolerance_for(name, tolerances, tolerance)
         if now > before + EPSILON:
             better += 1
         elif now < before - EPSILON:
             worse += 1
-        if before - now > allowed + EPSILON:
-            drops.append(
-                {
-                    "metric": name,
-                    "baseline": before,
-                    "now": now,
-                    "drop": round(before - now, 6),
-                    "tolerance": allowed,
-                }
-            )
+        _judge(name, before, now, tolerance_for(name, tolerances, tolerance), changes, drops)
 
     place_drops, place_changes = _place_drops(evaluation, baseline, tolerances, tolerance)
     drops += place_drops
@@ -264,17 +253,28 @@ def _place_drops(
             before, now = figures.get(metric), now_figures.get(metric)
             if not isinstance(before, int | float) or not isinstance(now, int | float):
                 continue  # a share no case of the place can have
-            name = f"{place} {metric}"
-            changes[name] = {"baseline": before, "now": now, "delta": round(now - before, 6)}
             allowed = tolerance_for(metric, tolerances, tolerance)
-            if before - now > allowed + EPSILON:
-                drops.append(
-                    {
-                        "metric": name,
-                        "baseline": before,
-                        "now": now,
-                        "drop": round(before - now, 6),
-                        "tolerance": allowed,
-                    }
-                )
+            _judge(f"{place} {metric}", before, now, allowed, changes, drops)
     return drops, changes
+
+
+def _judge(
+    name: str,
+    before: float,
+    now: float,
+    allowed: float,
+    changes: dict[str, dict[str, float]],
+    drops: list[dict[str, Any]],
+) -> None:
+    """Record metric `name`'s change, and its drop when it fell by more than `allowed`."""
+    changes[name] = {"baseline": before, "now": now, "delta": round(now - before, 6)}
+    if before - now > allowed + EPSILON:
+        drops.append(
+            {
+                "metric": name,
+                "baseline": before,
+                "now": now,
+                "drop": round(before - now, 6),
+                "tolerance": allowed,
+            }
+        )

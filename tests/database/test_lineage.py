@@ -9,20 +9,14 @@ import sqlite3
 
 import pytest
 
-from devtools.samples import hermes_conversations
 from mnemo_ops import database
 from mnemo_ops.database import lineage
-from mnemo_ops.mnemosyne.sample_home import copy_home
-
-
-@pytest.fixture(scope="module")
-def home_template(tmp_path_factory):
-    return hermes_conversations.build(tmp_path_factory.mktemp("lineage") / "home")
 
 
 @pytest.fixture
-def home(home_template, tmp_path):
-    return copy_home(home_template, tmp_path / "home")
+def home(hermes_home):
+    """A private copy of the tests' Hermes conversation home (``tests/conftest.py``)."""
+    return hermes_home
 
 
 def _user_rows(db_path, count: int) -> list[str]:

@@ -9,60 +9,30 @@ database with SQL, as a job would make it."""
 from __future__ import annotations
 
 import json
-import sqlite3
-from pathlib import Path
 
 import pytest
 
-from devtools.samples import hermes_conversations
 from mnemo_ops.evaluation.asked import NEW_PLACE
-from mnemo_ops.evaluation.suite import load_suite
-from mnemo_ops.mnemosyne.sample_home import copy_home
 from tests.conftest import run_cli
-
-
-@pytest.fixture(scope="module")
-def home_template(tmp_path_factory):
-    return hermes_conversations.build(tmp_path_factory.mktemp("gate-places") / "home")
+from tests.guard.test_places import _sql, _unused_user_rows
 
 
 @pytest.fixture
-def home(home_template, tmp_path):
-    return copy_home(home_template, tmp_path / "home")
-
-
-def _sql(db_path: Path, statement: str, arguments: tuple = ()) -> None:
-    connection = sqlite3.connect(db_path)
-    try:
-        with connection:
-            connection.execute(statement, arguments)
-    finally:
-        connection.close()
+def home(hermes_home):
+    """A private copy of the tests' Hermes conversation home (``tests/conftest.py``)."""
+    return hermes_home
 
 
 def _global_fact(home) -> tuple[str, str]:
-    """(id, text) of the longest [USER] row no suite case names, made a global fact (what
-    graduation writes), so every conversation receives it."""
-    named = {
-        memory_id
-        for case in load_suite(home.state_dir / "eval" / "suite.jsonl").cases
-        for memory_id in case.relevant
-    }
-    connection = sqlite3.connect(home.db_path)
-    try:
-        rows = connection.execute(
-            "SELECT id, content FROM working_memory WHERE content LIKE '[USER]%' "
-            "AND scope = 'session' ORDER BY length(content) DESC, id"
-        ).fetchall()
-    finally:
-        connection.close()
-    memory_id, text = next(row for row in rows if row[0] not in named)
+    """(id, text) of a [USER] row no suite case names, made a global fact (what graduation writes),
+    so every conversation receives it."""
+    memory_id, text = _unused_user_rows(home, 1)[0]
     _sql(
         home.db_path,
         "UPDATE working_memory SET scope = 'global', importance = 0.9 WHERE id = ?",
         (memory_id,),
     )
-    return memory_id, text[len("[USER] ") :]
+    return memory_id, text
 
 
 def _config(home, tmp_path, case: dict) -> str:

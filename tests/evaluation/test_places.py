@@ -10,25 +10,19 @@ import sqlite3
 
 import pytest
 
-from devtools.samples import hermes_conversations
 from mnemo_ops.evaluation.asked import NEW_PLACE, OTHER_SESSION, SAME_CHAT, Standing
 from mnemo_ops.evaluation.engines.mnemosyne import MnemosyneEngine
 from mnemo_ops.evaluation.evaluate import evaluate
 from mnemo_ops.evaluation.suite import load_suite, parse_case
 from mnemo_ops.memory_blocks.blocks import render_entries
 from mnemo_ops.mnemosyne.plugin_prefetch import NEW_CONVERSATION_KEY, unused_session_key
-from mnemo_ops.mnemosyne.sample_home import copy_home
 from tests.conftest import run_cli
 
 
-@pytest.fixture(scope="module")
-def home_template(tmp_path_factory):
-    return hermes_conversations.build(tmp_path_factory.mktemp("places") / "home")
-
-
 @pytest.fixture
-def home(home_template, tmp_path):
-    return copy_home(home_template, tmp_path / "home")
+def home(hermes_home):
+    """A private copy of the tests' Hermes conversation home (``tests/conftest.py``)."""
+    return hermes_home
 
 
 def _rows(db_path, where: str) -> list[tuple[str, str, str]]:

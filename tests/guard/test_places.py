@@ -16,28 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from devtools.samples import hermes_conversations
 from mnemo_ops.core import runner
 from mnemo_ops.evaluation.asked import NEW_PLACE
 from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.guard.recall_guard import RecallGuard
 from mnemo_ops.guard.verdict import EVERY_SESSION_PREFIX, PLACE_PREFIX
 from mnemo_ops.memory_blocks.blocks import render_entries
-from mnemo_ops.mnemosyne.sample_home import copy_home
 from mnemo_ops.settings import load_settings
 
 JOB = "memory-maintain"
 """A job whose manifest runs under the recall guard; the test gives the runner its own change."""
 
 
-@pytest.fixture(scope="module")
-def home_template(tmp_path_factory):
-    return hermes_conversations.build(tmp_path_factory.mktemp("guard-places") / "home")
-
-
 @pytest.fixture
-def home(home_template, tmp_path):
-    return copy_home(home_template, tmp_path / "home")
+def home(hermes_home):
+    """A private copy of the tests' Hermes conversation home (``tests/conftest.py``)."""
+    return hermes_home
 
 
 def _sql(db_path: Path, statement: str, arguments: tuple = ()) -> int:

@@ -67,9 +67,9 @@ def test_chatter_is_not_a_statement(text):
 
 
 @pytest.fixture
-def home(tmp_path):
+def home(hermes_home):
     """The tests' Hermes conversation home (written the way the plugin writes it)."""
-    return hermes_conversations.build(tmp_path / "home")
+    return hermes_home
 
 
 def _importance(db_path) -> dict[str, float]:
