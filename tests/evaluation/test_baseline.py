@@ -14,7 +14,7 @@ import pytest
 
 from mnemo_ops.evaluation.asked import NEW_PLACE
 from tests.conftest import run_cli
-from tests.guard.test_places import _sql, _unused_user_rows
+from tests.hermes_rows import execute_sql, unused_user_rows
 
 
 @pytest.fixture
@@ -26,8 +26,8 @@ def home(hermes_home):
 def _global_fact(home) -> tuple[str, str]:
     """(id, text) of a [USER] row no suite case names, made a global fact (what graduation writes),
     so every conversation receives it."""
-    memory_id, text = _unused_user_rows(home, 1)[0]
-    _sql(
+    memory_id, text = unused_user_rows(home, 1)[0]
+    execute_sql(
         home.db_path,
         "UPDATE working_memory SET scope = 'global', importance = 0.9 WHERE id = ?",
         (memory_id,),
@@ -69,7 +69,9 @@ def test_a_change_that_lowers_only_a_new_conversation_fails_the_gate(home, tmp_p
     assert unchanged.returncode == 0, unchanged.stdout + unchanged.stderr
 
     # The fact goes back to its own chat: that chat and recall over every session still have it.
-    _sql(home.db_path, "UPDATE working_memory SET scope = 'session' WHERE id = ?", (memory_id,))
+    execute_sql(
+        home.db_path, "UPDATE working_memory SET scope = 'session' WHERE id = ?", (memory_id,)
+    )
     completed = run_cli(home, "--config", config, "--json", "eval", "run", timeout=600)
 
     assert completed.returncode == 1, completed.stdout + completed.stderr
@@ -105,7 +107,9 @@ def test_a_baseline_without_places_is_compared_overall_and_says_so(home, tmp_pat
         for case_id, data in older["cases"].items()
     }
     path.write_text(json.dumps(older), encoding="utf-8")
-    _sql(home.db_path, "UPDATE working_memory SET scope = 'session' WHERE id = ?", (memory_id,))
+    execute_sql(
+        home.db_path, "UPDATE working_memory SET scope = 'session' WHERE id = ?", (memory_id,)
+    )
 
     completed = run_cli(home, "--config", config, "--json", "eval", "run", timeout=600)
 

@@ -18,11 +18,11 @@ import pytest
 
 from mnemo_ops.core import runner
 from mnemo_ops.evaluation.asked import NEW_PLACE
-from mnemo_ops.evaluation.suite import load_suite
 from mnemo_ops.guard.recall_guard import RecallGuard
 from mnemo_ops.guard.verdict import EVERY_SESSION_PREFIX, PLACE_PREFIX
 from mnemo_ops.memory_blocks.blocks import render_entries
 from mnemo_ops.settings import load_settings
+from tests.hermes_rows import execute_sql, unused_user_rows
 
 JOB = "memory-maintain"
 """A job whose manifest runs under the recall guard; the test gives the runner its own change."""
@@ -32,35 +32,6 @@ JOB = "memory-maintain"
 def home(hermes_home):
     """A private copy of the tests' Hermes conversation home (``tests/conftest.py``)."""
     return hermes_home
-
-
-def _sql(db_path: Path, statement: str, arguments: tuple = ()) -> int:
-    connection = sqlite3.connect(db_path)
-    try:
-        with connection:
-            return connection.execute(statement, arguments).rowcount
-    finally:
-        connection.close()
-
-
-def _unused_user_rows(home, count: int) -> list[tuple[str, str]]:
-    """(id, text) of [USER] rows no suite case names, longest first (a query of many words)."""
-    named = {
-        memory_id
-        for case in load_suite(home.state_dir / "eval" / "suite.jsonl").cases
-        for memory_id in case.relevant
-    }
-    connection = sqlite3.connect(home.db_path)
-    try:
-        rows = connection.execute(
-            "SELECT id, content FROM working_memory WHERE content LIKE '[USER]%' "
-            "AND scope = 'session' ORDER BY length(content) DESC, id"
-        ).fetchall()
-    finally:
-        connection.close()
-    return [
-        (memory_id, text[len("[USER] ") :]) for memory_id, text in rows if memory_id not in named
-    ][:count]
 
 
 def _setup(home, tmp_path, case: dict, guard: str = "") -> object:
@@ -98,9 +69,9 @@ def test_a_change_that_lowers_only_the_new_conversation_is_refused(home, tmp_pat
     """A row every conversation received (global) is made its own chat's again: its chat and
     Mnemosyne's recall over every session still find it, only a new conversation loses it. The
     whole suite's average hides it (one case of many, within a wide tolerance); the place does not."""
-    memory_id, text = _unused_user_rows(home, 1)[0]
+    memory_id, text = unused_user_rows(home, 1)[0]
     # The row as a fact the user stated for every conversation (what graduation writes).
-    _sql(
+    execute_sql(
         home.db_path,
         "UPDATE working_memory SET scope = 'global', importance = 0.9 WHERE id = ?",
         (memory_id,),
@@ -111,7 +82,7 @@ def test_a_change_that_lowers_only_the_new_conversation_is_refused(home, tmp_pat
 
     result = _run(
         settings,
-        lambda trial: _sql(
+        lambda trial: execute_sql(
             trial.db_path, "UPDATE working_memory SET scope = 'session' WHERE id = ?", (memory_id,)
         ),
     )
@@ -133,7 +104,7 @@ def test_a_change_that_lowers_only_recall_over_every_session_is_refused(home, tm
     """A row of one chat is marked replaced by a row that does not exist: no place the agent is
     asked in received it (a new conversation never sees a chat's row), but Mnemosyne's own recall
     over every session no longer finds it."""
-    memory_id, text = _unused_user_rows(home, 1)[0]
+    memory_id, text = unused_user_rows(home, 1)[0]
     case = {"id": "new-asked", "query": text, "relevant": [memory_id], "session": "new"}
     # Over every session the suite is judged by cases lost: no case may go here.
     settings = _setup(home, tmp_path, case, "  max_newly_failing: 0\n")
@@ -141,7 +112,7 @@ def test_a_change_that_lowers_only_recall_over_every_session_is_refused(home, tm
 
     result = _run(
         settings,
-        lambda trial: _sql(
+        lambda trial: execute_sql(
             trial.db_path,
             "UPDATE working_memory SET superseded_by = 'no-such-row' WHERE id = ?",
             (memory_id,),
@@ -162,13 +133,13 @@ def test_a_change_that_lowers_only_recall_over_every_session_is_refused(home, tm
 
 
 def test_a_change_that_lowers_no_place_passes(home, tmp_path):
-    memory_id, text = _unused_user_rows(home, 1)[0]
+    memory_id, text = unused_user_rows(home, 1)[0]
     case = {"id": "new-asked", "query": text, "relevant": [memory_id], "session": "new"}
     settings = _setup(home, tmp_path, case)
 
     result = _run(
         settings,
-        lambda trial: _sql(
+        lambda trial: execute_sql(
             trial.db_path,
             "UPDATE working_memory SET validator = 'mnemo-ops-test' WHERE id = ?",
             (memory_id,),
