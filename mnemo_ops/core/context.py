@@ -42,6 +42,10 @@ class JobContext:
     """Why the job's preflight found nothing to do (``guard.recall_guard.mark_not_needed``), else
     None: the guard then makes no trial, and the job returns without writing. Set on this context
     only (the guard's trial runs the job on a fresh one)."""
+    withheld: frozenset[str] = frozenset()
+    """Rows the job derives nothing from this run: the origins of rows the recall guard found
+    taking the agent's lines from evidence it received before (``guard.crowding``); honoured by
+    jobs whose manifest says ``withholds_crowders``."""
     stage: str = "start"
     """The stage the run is in, named in the ledger when a signal interrupts it: the runner's
     phases (``preflight``, ``recall-guard trial``, ``checkpoint``, ``run``), or the job's own

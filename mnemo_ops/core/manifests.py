@@ -56,6 +56,9 @@ class JobManifest:
     # A true/false option of the job that the recall guard may turn off for one run when the
     # change costs the agent's recall too much and nothing else is wrong (the rest is tried alone).
     costly_option: str | None = None
+    # The job honours JobContext.withheld: when the recall guard refuses its change because new
+    # rows took the agent's lines, it may try once more deriving nothing from those rows' origins.
+    withholds_crowders: bool = False
 
     @property
     def module(self) -> str:
@@ -108,9 +111,14 @@ class ManifestFile(BaseModel):
     guard: Literal[GUARDS] | None = None  # type: ignore[valid-type]
     mnemosyne: Literal[MNEMOSYNE_USAGES] = "none"  # type: ignore[valid-type]
     costly_option: str | None = None
+    withholds_crowders: bool = False
 
     @model_validator(mode="after")
     def _costly_option_is_a_switch(self) -> ManifestFile:
+        if self.withholds_crowders and self.guard is None:
+            raise PydanticCustomError(
+                "cross_field", "withholds_crowders needs a guard: it is the guard that retries", {}
+            )
         if self.costly_option is None:
             return self
         field = JOB_SECTIONS[self.name].model_fields.get(self.costly_option)
@@ -141,6 +149,7 @@ def _parse(path: Path, data: Any) -> JobManifest:
         guard=checked.guard,
         mnemosyne=checked.mnemosyne,
         costly_option=checked.costly_option,
+        withholds_crowders=checked.withholds_crowders,
     )
 
 

@@ -167,6 +167,37 @@ def _evidence_via(
     return None
 
 
+def faithful_stand_ins(
+    case: Case, items: Sequence[Retrieved], evidence: Evidence
+) -> list[Retrieved]:
+    """`items` with each current row derived from one of the case's evidence rows, and holding
+    every fact and nearly every content word of it (``facts.survivor``), named as that evidence
+    row: a graduated or distilled row that states the evidence in full is the evidence for the
+    case's recall figures. A summary that keeps only part of it (a 500-character cut) is not; an
+    item whose evidence row is itself in `items` keeps its own id."""
+    wanted = list(dict.fromkeys(case.relevant))
+    if not wanted:
+        return list(items)
+    present = {item.id for item in items}
+    derived = {origin: evidence.derived([origin]) for origin in wanted}
+    replaced: list[Retrieved] = []
+    for item in items:
+        if item.id not in wanted:
+            for origin in wanted:
+                text = evidence.texts.get(origin)
+                if (
+                    origin not in present
+                    and item.id in derived[origin]
+                    and text
+                    and facts.survivor(text, [(item.id, item.content)])
+                ):
+                    present.add(origin)
+                    item = Retrieved(id=origin, content=item.content)
+                    break
+        replaced.append(item)
+    return replaced
+
+
 def answer_words(answer: str | None) -> set[str]:
     """The words of an answer that must be received: its content words (all its words when it has
     none, e.g. "yes")."""

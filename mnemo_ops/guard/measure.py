@@ -56,6 +56,8 @@ class Measurement:
     """The engine's per-turn figures of the probes (what `receives` summarizes)."""
     every_session: EverySession | None = None
     """Mnemosyne's own recall over every session (None: not measured)."""
+    returned: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    """Per probe: the ids of what came back within the cutoff (the lines the agent was given)."""
 
     @property
     def recall(self) -> float:
@@ -115,6 +117,8 @@ class EverySession:
     ranks: dict[str, int | None]
     suite: Evaluation | None = None
     error: str | None = None
+    returned: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    """Per probe: the ids of what came back within the cutoff."""
 
     def metrics(self, keys: list[str] | None = None) -> dict[str, float]:
         """``probe recall@k`` over `keys` (all probes when None), and the suite's recall@k and
@@ -158,6 +162,15 @@ def probe_rank(probe: Probe, retrieved: list[Retrieved], cutoff: int) -> int | N
     return None
 
 
+def _returned(
+    probes: list[Probe], ranked: list[list[Retrieved]], cutoff: int
+) -> dict[str, list[str]]:
+    return {
+        probe.memory_id: [item.id for item in retrieved[:cutoff]]
+        for probe, retrieved in zip(probes, ranked)
+    }
+
+
 def engine_for(settings: Settings, db_path: Path) -> MnemosyneEngine:
     """The eval's Mnemosyne engine, recalling from the copy at `db_path`."""
     return MnemosyneEngine.from_settings(settings, db_path=db_path)
@@ -175,6 +188,7 @@ def combine(first: Measurement, rest: Measurement) -> Measurement:
     return dataclasses.replace(
         first,
         ranks={**first.ranks, **rest.ranks},
+        returned={**first.returned, **rest.returned},
         receives=summarize(first.turns + rest.turns) if first.receives is not None else None,
         error=first.error or rest.error,
         turns=first.turns + rest.turns,
@@ -219,7 +233,12 @@ def measure_every_session(
         evaluation = score_suite(
             suite, engine.describe(), suite_k, case_queries, ranked[len(queries) :], None, evidence
         )
-    return EverySession(cutoff=cutoff, ranks=ranks, suite=evaluation)
+    return EverySession(
+        cutoff=cutoff,
+        ranks=ranks,
+        suite=evaluation,
+        returned=_returned(probes, ranked[: len(queries)], cutoff),
+    )
 
 
 def measure(
@@ -289,6 +308,7 @@ def measure(
         profile=engine.profile_used or engine.profile,
         cutoff=cutoff,
         ranks=ranks,
+        returned=_returned(probes, ranked[: len(queries)], cutoff),
         suite=evaluation,
         receives=summarize(engine.last_turns[: len(queries)]),
         turns=list(engine.last_turns[: len(queries)]),

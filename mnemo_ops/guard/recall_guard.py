@@ -59,7 +59,7 @@ from mnemo_ops.foundation import interrupts
 from mnemo_ops.foundation.clock import isoformat, utc_now
 from mnemo_ops.foundation.errors import MnemoOpsError
 from mnemo_ops.foundation.private_files import ensure_private_dir
-from mnemo_ops.guard import history, losses, probes
+from mnemo_ops.guard import crowding, history, losses, probes
 from mnemo_ops.guard.measure import combine, measure
 from mnemo_ops.guard.verdict import decide, settled_by_sample
 from mnemo_ops.settings import Settings
@@ -67,6 +67,9 @@ from mnemo_ops.settings import Settings
 GUARD_DIR = "guard"
 TRIAL_PREFIX = "trial-"
 SPACE_MARGIN = 1.5
+WITHHOLD_ROUNDS = 3
+"""Tries after the first that hold back the origins of rows crowding the agent's lines out: each
+try frees room that tonight's next candidates fill, and they can crowd in turn."""
 """Free space wanted for a trial, as a multiple of the database, its WAL and state.db together."""
 NOT_NEEDED = "not-needed"
 """The verdict of a run whose job found, before the trial, that it has nothing to do."""
@@ -414,6 +417,13 @@ class RecallGuard:
                 if lost:
                     verdict.problems.append(losses.problem(lost))
                     verdict.accepted = False
+                crowded: dict[str, list[str]] = {}
+                if not verdict.accepted and ctx.manifest.withholds_crowders:
+                    # Read before the copies go: the rows the change wrote that took the lines.
+                    with clock.phase("verdict"):
+                        crowded = crowding.crowders(
+                            before_db, trial.db_path, crowding.lost_lines(before, after)
+                        )
             except VectorsUnavailable as error:
                 # Not recorded in the guard's history: the change was never judged, and a
                 # fixed model must not meet "refused, nothing changed since" next time.
@@ -459,6 +469,8 @@ class RecallGuard:
         if verdict.accepted:
             return True
         if verdict.refused_for_cost_only and self._defer_costly_part(ctx, figures):
+            return self._try(ctx, job, state_db, fingerprint, started)
+        if not lost and self._withhold_crowders(ctx, figures, crowded):
             return self._try(ctx, job, state_db, fingerprint, started)
         self._refuse(ctx, figures)
         return False
@@ -515,6 +527,34 @@ class RecallGuard:
         )
         return True
 
+    def _withhold_crowders(
+        self, ctx: JobContext, figures: dict[str, Any], crowded: dict[str, list[str]]
+    ) -> bool:
+        """Hold back, for this run, the origins of the rows that took the agent's lines; True when
+        there is something new to hold back and a round left (``WITHHOLD_ROUNDS``)."""
+        origins = {origin for found in crowded.values() for origin in found} - ctx.withheld
+        earlier = ctx.result.stats.get("guard_withheld") or {}
+        rounds = int(earlier.get("rounds", 0))
+        if not origins or rounds >= WITHHOLD_ROUNDS:
+            return False
+        ctx.withheld = ctx.withheld | origins
+        rows = sorted(set(earlier.get("rows", [])) | set(crowded))
+        ctx.result.stats["guard_withheld"] = {
+            "rounds": rounds + 1,
+            "sources": sorted(ctx.withheld),
+            "rows": rows[: crowding.SHOWN],
+            "rows_count": len(rows),
+            "problems": [*earlier.get("problems", []), *figures["problems"]],
+        }
+        ctx.warn(
+            "guard-withheld-crowding",
+            f"{ctx.job}: {len(crowded)} new row(s) took lines the agent received evidence in "
+            f"before ({'; '.join(figures['problems'][:2])}); tried again deriving nothing from "
+            f"their {len(origins)} source row(s) (docs/recall-guard.md, 'Rows that crowd')",
+            Severity.INFO,
+        )
+        return True
+
     def _unchanged(
         self, ctx, state_db, fingerprint, refreshed, trial_result, started, clock
     ) -> bool:
@@ -548,6 +588,7 @@ class RecallGuard:
             force=ctx.force,
             options=ctx.options,
             run_options=ctx.run_options,
+            withheld=ctx.withheld,
             # The job's own stages, shown as the trial's: the real run shows them again after.
             progress=ctx.progress.within("recall guard trial"),
         )

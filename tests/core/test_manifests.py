@@ -68,6 +68,11 @@ def test_next_and_previous_run():
             "timeout: 5\nmnemosyne: sometimes\n",
             "key 'mnemosyne' must be one of none, opens-database, opens-snapshot, uses-code",
         ),
+        (
+            "name: backup\nschedule: '0 2 * * *'\ndescription: x\nwrites: []\ncheckpoint: none\n"
+            "timeout: 5\nwithholds_crowders: true\n",
+            "withholds_crowders needs a guard",
+        ),
     ],
 )
 def test_broken_manifest_is_named(tmp_path, text, fragment):

@@ -143,7 +143,36 @@ def test_a_row_derived_from_the_evidence_counts_as_the_evidence(home):
     derived = next(outcome for outcome in evaluation.outcomes if outcome.case.id == "derived")
     assert "summary-1" in [item.id for item in derived.retrieved]
     assert derived.received.evidence is True and derived.received.via == "derived"
-    assert derived.score.passed is False  # recall@k still counts the evidence row itself only
+    # It states the evidence in full, so the recall figures count it as the evidence too.
+    assert derived.score.passed is True
+
+
+def test_a_derived_row_that_keeps_part_of_the_evidence_is_received_but_not_recalled(home):
+    """A summary that keeps only the start of the evidence (as a 500-character cut does) reaches
+    the agent through lineage, but recall@k does not count it as the evidence: the harm the guard
+    refuses when summaries outrank their sources."""
+    memory_id, session_id, content = _rows(home.db_path, "content LIKE '[USER]%'")[3]
+    text = content.removeprefix("[USER] ")
+    kept = " ".join(text.split()[: max(2, len(text.split()) // 3)])
+    connection = sqlite3.connect(home.db_path)
+    with connection:
+        connection.execute(
+            "UPDATE working_memory SET valid_until = '2026-01-01T00:00:00' WHERE id = ?",
+            (memory_id,),
+        )
+        connection.execute(
+            "INSERT INTO episodic_memory (id, content, source, timestamp, session_id, summary_of, "
+            "scope, importance) VALUES ('summary-1', ?, 'sleep-nrem', '2026-11-01T00:00:00', ?, ?, "
+            "'global', 0.9)",
+            (f"Summary: {kept} ...", session_id, memory_id),
+        )
+    connection.close()
+    suite = _suite_with(home, {"id": "derived", "query": kept, "relevant": [memory_id]})
+    evaluation = evaluate(suite, _engine(home, "plain"))
+    derived = next(outcome for outcome in evaluation.outcomes if outcome.case.id == "derived")
+    assert "summary-1" in [item.id for item in derived.retrieved]
+    assert derived.received.evidence is True and derived.received.via == "derived"
+    assert derived.score.passed is False
 
 
 def test_eval_run_json_reports_places_and_keeps_its_fields(home, tmp_path):

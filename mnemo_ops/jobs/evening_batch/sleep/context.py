@@ -66,6 +66,9 @@ class SleepRun:
     before_write: Callable[[], None] = lambda: None
     eval_answers: frozenset[str] = frozenset()
     """Working memory ids the user's eval suite names as answers (never archived when protected)."""
+    withheld: frozenset[str] = frozenset()
+    """Working memory ids nothing is derived from tonight: the recall guard found rows derived
+    from them taking the agent's lines (``JobContext.withheld``); graduation judges them withheld."""
     multi_valued_predicates: tuple[str, ...] = ()
     """Triple predicates that may hold several objects at once (monthly-maintenance's option)."""
     hermes_home: Path | None = None

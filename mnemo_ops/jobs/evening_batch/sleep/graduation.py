@@ -73,7 +73,7 @@ from mnemo_ops.mnemosyne import versions
 from mnemo_ops.models import EXTRACTIVE, Evidence, MalformedAnswer, Request, is_private_row
 
 STORE, REINFORCE, SUPERSEDE = "store", "reinforce", "supersede"
-GRADUATED, MERGED, PASSED = "graduated", "merged", "passed"
+GRADUATED, MERGED, PASSED, WITHHELD = "graduated", "merged", "passed", "withheld"
 SHARED_HOME = "shared-home"
 TASK = "graduation"
 MODEL_ROWS = 40
@@ -563,10 +563,17 @@ def plan(run: SleepRun, state_db, connection: apsw.Connection, layer=None) -> di
     live = _live_graduated(state_db, connection, owner)
     totals["live_before"] = len(live)
     room = max(0, min(options.graduate_per_night, options.graduate_max_rows - len(live)))
-    by_id = {row["memory_id"]: row for row in rows}
+    # A statement whose global row took a chat's own evidence out of the agent's lines (the recall
+    # guard's finding on this run's trial) stays in its chat, now and on later nights.
+    # Their places are not refilled tonight: the next statements in line would take the same
+    # lines, so the retry writes what the refused try wrote, less what crowded.
     judged: list[tuple[str, str, Any]] = [
-        (row["key"], PASSED, None) for row in rows if not row["states_a_fact"]
+        (row["key"], WITHHELD, None) for row in rows if row["memory_id"] in run.withheld
     ]
+    room = max(0, room - len(judged))
+    rows = [row for row in rows if row["memory_id"] not in run.withheld]
+    by_id = {row["memory_id"]: row for row in rows}
+    judged += [(row["key"], PASSED, None) for row in rows if not row["states_a_fact"]]
     stating = [row for row in rows if row["states_a_fact"]]
     drafts, passed, _later = _drafts(stating, layer, totals, room)
     judged += [(by_id[memory_id]["key"], PASSED, None) for memory_id in sorted(passed)]
@@ -665,6 +672,7 @@ def plan(run: SleepRun, state_db, connection: apsw.Connection, layer=None) -> di
         merged=sum(1 for _, outcome, _ in judged if outcome == MERGED),
         superseded=len(supersessions),
         passed=sum(1 for _, outcome, _ in judged if outcome == PASSED),
+        withheld=sum(1 for _, outcome, _ in judged if outcome == WITHHELD),
         unfaithful_words=totals["unfaithful_words"][:10],
     )
     return totals

@@ -116,6 +116,7 @@ def sleep_run(ctx: JobContext, batch: BatchState) -> SleepRun | None:
         count=ctx.count,
         before_write=before_write,
         eval_answers=answers,
+        withheld=ctx.withheld,
         multi_valued_predicates=tuple(ctx.settings.monthly_maintenance.multi_valued_predicates),
         hermes_home=hermes_home,
         private_home=private_home,
