@@ -188,7 +188,7 @@ def faithful_stand_ins(
                 if (
                     origin not in present
                     and item.id in derived[origin]
-                    and text
+                    and facts.content_words(text)  # chatter states nothing a row could repeat
                     and facts.survivor(text, [(item.id, item.content)])
                 ):
                     present.add(origin)
