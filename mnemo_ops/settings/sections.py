@@ -150,8 +150,8 @@ class SleepOptions(Section):
     graduate: bool = option(
         False,
         "true: the owner's statements of fact become global rows every later conversation "
-        "receives (docs/sleep-stages.md, graduation); off by default until the recall guard "
-        "accepts it on homes like yours: its global rows can outrank other rows in a session",
+        "receives (docs/sleep-stages.md, graduation); the recall guard keeps in their chats the "
+        "statements whose global rows would take a chat's own evidence out of the agent's lines",
     )
     graduate_per_night: NonNegativeInt = option(
         20, "statements made global per night at most (restatements merged do not count)"

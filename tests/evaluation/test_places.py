@@ -120,9 +120,9 @@ def test_memory_blocks_are_received_in_every_place(home):
     assert evaluation.received["memory_blocks"] == {"entries": 2, "chars": standing.chars}
 
 
-def test_a_row_derived_from_the_evidence_counts_as_the_evidence(home):
-    """The evidence row archived, a summary of it (summary_of) is what recall returns: the
-    evidence is received, through lineage."""
+def _archived_with_summary(home, summary) -> tuple[str, str]:
+    """Archive a [USER] row and write a summary of it (summary_of), its text `summary(text)`;
+    (the row's id, its text)."""
     memory_id, session_id, content = _rows(home.db_path, "content LIKE '[USER]%'")[3]
     text = content.removeprefix("[USER] ")
     connection = sqlite3.connect(home.db_path)
@@ -135,44 +135,41 @@ def test_a_row_derived_from_the_evidence_counts_as_the_evidence(home):
             "INSERT INTO episodic_memory (id, content, source, timestamp, session_id, summary_of, "
             "scope, importance) VALUES ('summary-1', ?, 'sleep-nrem', '2026-11-01T00:00:00', ?, ?, "
             "'global', 0.9)",
-            (f"Summary: {text}", session_id, memory_id),
+            (summary(text), session_id, memory_id),
         )
     connection.close()
-    suite = _suite_with(home, {"id": "derived", "query": text, "relevant": [memory_id]})
+    return memory_id, text
+
+
+def _derived_outcome(home, memory_id: str, query: str):
+    suite = _suite_with(home, {"id": "derived", "query": query, "relevant": [memory_id]})
     evaluation = evaluate(suite, _engine(home, "plain"))
     derived = next(outcome for outcome in evaluation.outcomes if outcome.case.id == "derived")
     assert "summary-1" in [item.id for item in derived.retrieved]
     assert derived.received.evidence is True and derived.received.via == "derived"
-    # It states the evidence in full, so the recall figures count it as the evidence too.
-    assert derived.score.passed is True
+    return derived
+
+
+def test_a_row_derived_from_the_evidence_counts_as_the_evidence(home):
+    """The evidence row archived, a summary of it (summary_of) is what recall returns: the
+    evidence is received, through lineage; it states the evidence in full, so the recall figures
+    count it as the evidence too."""
+    memory_id, text = _archived_with_summary(home, lambda text: f"Summary: {text}")
+    assert _derived_outcome(home, memory_id, text).score.passed is True
+
+
+def _first_third(text: str) -> str:
+    return " ".join(text.split()[: max(2, len(text.split()) // 3)])
 
 
 def test_a_derived_row_that_keeps_part_of_the_evidence_is_received_but_not_recalled(home):
     """A summary that keeps only the start of the evidence (as a 500-character cut does) reaches
     the agent through lineage, but recall@k does not count it as the evidence: the harm the guard
     refuses when summaries outrank their sources."""
-    memory_id, session_id, content = _rows(home.db_path, "content LIKE '[USER]%'")[3]
-    text = content.removeprefix("[USER] ")
-    kept = " ".join(text.split()[: max(2, len(text.split()) // 3)])
-    connection = sqlite3.connect(home.db_path)
-    with connection:
-        connection.execute(
-            "UPDATE working_memory SET valid_until = '2026-01-01T00:00:00' WHERE id = ?",
-            (memory_id,),
-        )
-        connection.execute(
-            "INSERT INTO episodic_memory (id, content, source, timestamp, session_id, summary_of, "
-            "scope, importance) VALUES ('summary-1', ?, 'sleep-nrem', '2026-11-01T00:00:00', ?, ?, "
-            "'global', 0.9)",
-            (f"Summary: {kept} ...", session_id, memory_id),
-        )
-    connection.close()
-    suite = _suite_with(home, {"id": "derived", "query": kept, "relevant": [memory_id]})
-    evaluation = evaluate(suite, _engine(home, "plain"))
-    derived = next(outcome for outcome in evaluation.outcomes if outcome.case.id == "derived")
-    assert "summary-1" in [item.id for item in derived.retrieved]
-    assert derived.received.evidence is True and derived.received.via == "derived"
-    assert derived.score.passed is False
+    memory_id, text = _archived_with_summary(
+        home, lambda text: f"Summary: {_first_third(text)} ..."
+    )
+    assert _derived_outcome(home, memory_id, _first_third(text)).score.passed is False
 
 
 def test_eval_run_json_reports_places_and_keeps_its_fields(home, tmp_path):
