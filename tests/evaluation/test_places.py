@@ -123,7 +123,10 @@ def test_memory_blocks_are_received_in_every_place(home):
 def _archived_with_summary(home, summary) -> tuple[str, str]:
     """Archive a [USER] row and write a summary of it (summary_of), its text `summary(text)`;
     (the row's id, its text)."""
-    memory_id, session_id, content = _rows(home.db_path, "content LIKE '[USER]%'")[3]
+    # A statement of some length, so that a third of it leaves most of its words out.
+    memory_id, session_id, content = [
+        row for row in _rows(home.db_path, "content LIKE '[USER]%'") if len(row[2].split()) >= 10
+    ][3]
     text = content.removeprefix("[USER] ")
     connection = sqlite3.connect(home.db_path)
     with connection:
