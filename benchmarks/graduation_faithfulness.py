@@ -62,7 +62,7 @@ def graduated_rows(db_path: Path) -> list[dict]:
                 ).fetchone()
                 if row is not None:
                     texts.append({"id": source, "text": row[0], "said_at": row[1]})
-            said = [(entry["text"], graduation._said_on(entry["said_at"])) for entry in texts]
+            said = [(entry["text"], graduation.said_on(entry["said_at"])) for entry in texts]
             statement = content.split(" (said on ")[0]
             found.append(
                 {

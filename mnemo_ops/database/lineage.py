@@ -56,6 +56,18 @@ def canonical_name(owner: object, category: object, name: object) -> str:
     return f"canonical:{owner}/{category}/{name}"
 
 
+def metadata_origins(metadata: object) -> list[str]:
+    """The origin ids a row's ``metadata_json`` names (``METADATA_KEYS``); none when it is not a
+    JSON object."""
+    try:
+        data = json.loads(metadata) if isinstance(metadata, str) and metadata else {}
+    except ValueError:
+        return []
+    if not isinstance(data, dict):
+        return []
+    return [origin for key in METADATA_KEYS for origin in split_ids(data.get(key))]
+
+
 def _current(columns: set[str]) -> str:
     """SQL conditions for a row still current, with the columns this table has."""
     conditions = []
@@ -94,15 +106,8 @@ def derivations(connection: apsw.Connection) -> dict[str, set[str]]:
                 f"SELECT id, metadata_json FROM {table} WHERE {alive} AND "
                 "(metadata_json LIKE '%derived_from%' OR metadata_json LIKE '%summary_of%')"
             ):
-                try:
-                    data = json.loads(metadata)
-                except (TypeError, ValueError):
-                    continue
-                if not isinstance(data, dict):
-                    continue
-                for key in METADATA_KEYS:
-                    for origin in split_ids(data.get(key)):
-                        add(origin, str(row_id))
+                for origin in metadata_origins(metadata):
+                    add(origin, str(row_id))
     if "graph_edges" in tables and alive_in:
         # The derived end must be a current row of either table (looked up by its id, not read
         # into memory: a large home has millions of rows).

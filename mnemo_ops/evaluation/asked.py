@@ -135,7 +135,7 @@ class CaseReceived:
         return dataclasses.asdict(self)
 
 
-def _item_ids(item: Retrieved) -> set[str]:
+def item_ids(item: Retrieved) -> set[str]:
     """The ids a received line stands for: its own, and each of a canonical fact's origins (the
     engine names a fact's line by its ``auto:`` sources, ``a,b``)."""
     return {item.id, *lineage.split_ids(item.id)}
@@ -146,7 +146,7 @@ def _evidence_via(
 ) -> str | None:
     """How the case's evidence reached the agent, or None when it did not."""
     wanted = set(case.relevant)
-    received = [_item_ids(item) for item in items]
+    received = [item_ids(item) for item in items]
     if any(ids & wanted for ids in received):
         return "row"
     derived = evidence.derived(case.relevant) if wanted else set()

@@ -25,6 +25,11 @@ class CaseOutcome:
     received: asked.CaseReceived | None = None
     """Where it was asked and what the agent received there (None: not judged)."""
 
+    @property
+    def holds_evidence(self) -> bool:
+        """Its evidence came back: recalled within k, or received (a row derived from it)."""
+        return bool(self.score.passed or (self.received is not None and self.received.evidence))
+
 
 @dataclasses.dataclass
 class Evaluation:

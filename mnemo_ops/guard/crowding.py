@@ -12,33 +12,28 @@ carry) are what a job that honours ``withholds_crowders`` derives nothing from o
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mnemo_ops import database
 from mnemo_ops.database import lineage
+from mnemo_ops.evaluation import asked
 from mnemo_ops.guard.measure import Measurement
 
 SHOWN = 20
 """Crowding rows listed in the guard's figures (all are counted)."""
 
 
-def _held(outcome) -> bool:
-    received = outcome.received
-    return bool(outcome.score.passed or (received is not None and received.evidence))
-
-
 def _lost_something(was, now) -> bool:
     """The case held its answer before and not now, or one of its evidence rows came back before
     and not now (a case with several evidence rows can lose one and still be answered)."""
-    if _held(was) and not _held(now):
+    if was.holds_evidence and not now.holds_evidence:
         return True
     wanted = set(was.case.relevant)
-    return bool((wanted & set(_ids(was.retrieved))) - set(_ids(now.retrieved)))
+    return bool((wanted & _ids(was.retrieved)) - _ids(now.retrieved))
 
 
-def _ids(items) -> list[str]:
-    return [memory_id for item in items for memory_id in (item.id, *lineage.split_ids(item.id))]
+def _ids(items) -> set[str]:
+    return {memory_id for item in items for memory_id in asked.item_ids(item)}
 
 
 def lost_lines(before: Measurement, after: Measurement) -> list[list[str]]:
@@ -57,7 +52,7 @@ def lost_lines(before: Measurement, after: Measurement) -> list[list[str]]:
             for outcome in second.suite.outcomes:
                 was = earlier.get(outcome.case.id)
                 if was is not None and _lost_something(was, outcome):
-                    lines.append(_ids(outcome.retrieved))
+                    lines.append(sorted(_ids(outcome.retrieved)))
     return lines
 
 
@@ -79,17 +74,7 @@ def crowders(before_db: Path, after_db: Path, lines: list[list[str]]) -> dict[st
                 "AND NOT EXISTS (SELECT 1 FROM prior.working_memory b WHERE b.id = a.id)",
                 chunk,
             ):
-                found[str(memory_id)] = _origins(metadata)
+                found[str(memory_id)] = lineage.metadata_origins(metadata)
     finally:
         connection.close()
     return found
-
-
-def _origins(metadata: object) -> list[str]:
-    try:
-        data = json.loads(metadata) if isinstance(metadata, str) and metadata else {}
-    except ValueError:
-        return []
-    if not isinstance(data, dict):
-        return []
-    return [origin for key in lineage.METADATA_KEYS for origin in lineage.split_ids(data.get(key))]

@@ -140,11 +140,7 @@ class EverySession:
         """The suite's cases whose evidence (or a row derived from it) is in the top k."""
         if self.suite is None:
             return set()
-        return {
-            outcome.case.id
-            for outcome in self.suite.outcomes
-            if outcome.score.passed or (outcome.received is not None and outcome.received.evidence)
-        }
+        return {outcome.case.id for outcome in self.suite.outcomes if outcome.holds_evidence}
 
     def to_stats(self) -> dict[str, Any]:
         """The figures for reports."""

@@ -67,10 +67,10 @@ from mnemo_ops.settings import Settings
 GUARD_DIR = "guard"
 TRIAL_PREFIX = "trial-"
 SPACE_MARGIN = 1.5
+"""Free space wanted for a trial, as a multiple of the database, its WAL and state.db together."""
 WITHHOLD_ROUNDS = 3
 """Tries after the first that hold back the origins of rows crowding the agent's lines out: each
 try frees room that tonight's next candidates fill, and they can crowd in turn."""
-"""Free space wanted for a trial, as a multiple of the database, its WAL and state.db together."""
 NOT_NEEDED = "not-needed"
 """The verdict of a run whose job found, before the trial, that it has nothing to do."""
 REFUSAL_FIX = (
@@ -418,7 +418,7 @@ class RecallGuard:
                     verdict.problems.append(losses.problem(lost))
                     verdict.accepted = False
                 crowded: dict[str, list[str]] = {}
-                if not verdict.accepted and ctx.manifest.withholds_crowders:
+                if not (verdict.accepted or lost) and ctx.manifest.withholds_crowders:
                     # Read before the copies go: the rows the change wrote that took the lines.
                     with clock.phase("verdict"):
                         crowded = crowding.crowders(
@@ -470,7 +470,7 @@ class RecallGuard:
             return True
         if verdict.refused_for_cost_only and self._defer_costly_part(ctx, figures):
             return self._try(ctx, job, state_db, fingerprint, started)
-        if not lost and self._withhold_crowders(ctx, figures, crowded):
+        if self._withhold_crowders(ctx, figures, crowded):
             return self._try(ctx, job, state_db, fingerprint, started)
         self._refuse(ctx, figures)
         return False

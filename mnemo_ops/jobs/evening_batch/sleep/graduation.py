@@ -138,7 +138,7 @@ class Draft:
     method: str = EXTRACTIVE
 
 
-def _said_on(stamp: str | None) -> date | None:
+def said_on(stamp: str | None) -> date | None:
     """The local day a row was written, from its timestamp (the line's time base)."""
     if not stamp:
         return None
@@ -313,7 +313,7 @@ def candidates(run: SleepRun, state_db, connection: apsw.Connection) -> tuple[li
                 "content": content,
                 "states_a_fact": importance.states_a_fact(content)
                 and not facts.is_chatter(content),
-                "said_on": _said_on(stamp),
+                "said_on": said_on(stamp),
                 "stamp": stamp or "",
                 "private": is_private_row(scope, _metadata(metadata)),
             }
@@ -564,9 +564,9 @@ def plan(run: SleepRun, state_db, connection: apsw.Connection, layer=None) -> di
     totals["live_before"] = len(live)
     room = max(0, min(options.graduate_per_night, options.graduate_max_rows - len(live)))
     # A statement whose global row took a chat's own evidence out of the agent's lines (the recall
-    # guard's finding on this run's trial) stays in its chat, now and on later nights.
-    # Their places are not refilled tonight: the next statements in line would take the same
-    # lines, so the retry writes what the refused try wrote, less what crowded.
+    # guard's finding on this run's trial) stays in its chat, now and on later nights. Its place is
+    # not refilled tonight: the next statements in line would take the same lines, so the retry
+    # writes what the refused try wrote, less what crowded.
     judged: list[tuple[str, str, Any]] = [
         (row["key"], WITHHELD, None) for row in rows if row["memory_id"] in run.withheld
     ]
